@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Build the node base image squall-base:$RELEASE from Debian packages alone:
+# debootstrap a minbase root filesystem, install every package in the chroot
+# (apt resolves what debootstrap's resolver cannot), then `docker import`.
+# Cached: does nothing when the image already exists (FORCE=1 rebuilds).
+set -euo pipefail
+release=${1:-trixie}
+image="squall-base:${release}"
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+here=$(cd "$(dirname "$0")" && pwd)
+
+case "$release" in
+  bookworm|trixie|sid) ;;
+  *) echo "build-base: unknown release '$release': use bookworm (Slurm 22.05), trixie (24.11) or sid (26.05)" >&2; exit 2 ;;
+esac
+
+if [ "${FORCE:-0}" != 1 ] && docker image inspect "$image" >/dev/null 2>&1; then
+  echo "build-base: $image exists (cached)"
+  exit 0
+fi
+
+mapfile -t packages < <(grep -v '^#' "$here/node-packages.txt" | grep -v '^ *$')
+work=$(mktemp -d /var/tmp/squall-rootfs.XXXXXX)
+cleanup() {
+  for m in proc sys dev/pts dev; do umount -l "$work/rootfs/$m" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "build-base: debootstrap $release into $work/rootfs"
+debootstrap --variant=minbase "$release" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+  tail -n 20 "$work/debootstrap.log" >&2; echo "build-base: debootstrap failed (log above)" >&2; exit 1; }
+
+mount -t proc proc "$work/rootfs/proc"
+mount --rbind /sys "$work/rootfs/sys"
+mount --bind /dev "$work/rootfs/dev"
+mount --bind /dev/pts "$work/rootfs/dev/pts"
+cp /etc/resolv.conf "$work/rootfs/etc/resolv.conf"
+# No daemon may start in the chroot while packages install.
+printf '#!/bin/sh\nexit 101\n' >"$work/rootfs/usr/sbin/policy-rc.d"
+chmod +x "$work/rootfs/usr/sbin/policy-rc.d"
+
+echo "build-base: apt-get install ${#packages[@]} packages"
+chroot "$work/rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
+  sh -c 'apt-get update -q && apt-get install -y -q --no-install-recommends "$@" && apt-get clean' \
+  sh "${packages[@]}" >"$work/apt.log" 2>&1 || {
+  tail -n 30 "$work/apt.log" >&2; echo "build-base: apt-get install in the chroot failed (log above)" >&2; exit 1; }
+rm -f "$work/rootfs/usr/sbin/policy-rc.d"
+rm -rf "$work/rootfs/var/lib/apt/lists/"*
+
+for m in dev/pts dev sys proc; do umount -l "$work/rootfs/$m"; done
+echo "build-base: docker import as $image"
+tar -C "$work/rootfs" -c . | docker import \
+  -c 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  - "$image" >/dev/null
+echo "build-base: $image ready"
