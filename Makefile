@@ -1,0 +1,56 @@
+# squall: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+RELEASE ?= trixie
+PYTHON ?= python3
+PYTEST ?= $(PYTHON) -m pytest
+export SQUALL_RELEASE := $(RELEASE)
+
+.PHONY: help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
+
+help:
+	@echo "make demo          build an image, write the job, run it on two nodes, kill one, watch it resume"
+	@echo "make test          lint + unit + registry + integration tests (brings the mini cluster up)"
+	@echo "make cluster-up    start the mini Slurm cluster (RELEASE=trixie|bookworm|sid)"
+	@echo "make cluster-down  stop it and remove every container, network and volume"
+
+# The C core compiled into squall._core (cffi), next to the Python sources.
+core:
+	$(PYTHON) setup.py -q build_ext --inplace
+
+plugin:
+	$(MAKE) -C spank
+
+lint: core
+	$(PYTHON) -m ruff check python tests bench
+	$(MAKE) -C spank check-build
+
+unit: core
+	$(PYTEST) tests/unit
+
+registry: core
+	$(PYTEST) tests/registry
+
+images:
+	bash docker/build-images.sh $(RELEASE)
+
+cluster-up: images
+	bash docker/cluster.sh up
+
+cluster-down:
+	bash docker/cluster.sh down
+
+integration: core images
+	$(PYTEST) tests/integration
+
+test: lint core images
+	$(PYTEST) tests
+
+demo: core images
+	bash docker/demo.sh
+
+bench: core images
+	$(PYTHON) bench/run_all.py
+
+clean:
+	rm -f python/squall/_core*.so python/squall/_core.c
+	$(MAKE) -C spank clean
