@@ -1,0 +1,54 @@
+/*
+ * config.h: plugstack.conf arguments (`optional squall.so key=value ...`).
+ *
+ *   key                 default                     value
+ *   runtime_path        /run/squall                 absolute directory for per-step state
+ *   enroot              /usr/bin/enroot             absolute path of the runtime executable
+ *   sqshbuild           /usr/local/bin/sqshbuild    absolute path of the image builder
+ *   image_cache         /fsx/squall/images          absolute shared cache directory
+ *   container_scope     job                         job | global
+ *   execute_entrypoint  0                           0 | 1 (default of --container-entrypoint)
+ *   efa                 auto                        auto | require | off (default of --container-efa)
+ *   efa_sysfs_root      /sys                        absolute; where EFA detection looks
+ *   efa_dev_root        /dev                        absolute
+ *   efa_opt_root        /opt/amazon                 absolute
+ *   sbatch_support      1                           0 | 1 (run batch scripts in the container)
+ *   log                 quiet                       quiet | verbose (default of --container-log)
+ *
+ * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
+ * an error naming the argument: the plugin then refuses to load.
+ * Documented for administrators in docs/plugstack-arguments.md.
+ */
+#ifndef SQUALL_CORE_CONFIG_H
+#define SQUALL_CORE_CONFIG_H
+
+#include <stddef.h>
+
+enum sq_scope {
+	SQ_SCOPE_JOB = 0,     /* container names carry the job id; removed at job end */
+	SQ_SCOPE_GLOBAL       /* names live across jobs */
+};
+
+/* Strings are heap copies owned by the struct: free with sq_config_free. */
+struct sq_config {
+	char *runtime_path;
+	char *enroot;
+	char *sqshbuild;
+	char *image_cache;
+	int container_scope;     /* enum sq_scope */
+	int execute_entrypoint;  /* 0 | 1 */
+	int efa;                 /* enum sq_efa_setting (options.h), never UNSET */
+	char *efa_sysfs_root;
+	char *efa_dev_root;
+	char *efa_opt_root;
+	int sbatch_support;      /* 0 | 1 */
+	int log;                 /* enum sq_log_setting (options.h), never UNSET */
+};
+
+/* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).
+ * 0 ok; -1 error (err: "plugstack.conf: ..." naming the argument), c then freed.
+ * Call sq_config_free on success when done. */
+int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err, size_t errlen);
+void sq_config_free(struct sq_config *c);
+
+#endif
