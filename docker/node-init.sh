@@ -1,0 +1,36 @@
+#!/bin/bash
+# PID 1 of a node container: munge, then slurmctld (+ a registry) on the login node or
+# slurmd on a compute node. Bash stays PID 1 so orphans are reaped; when a daemon dies,
+# the container stops, like a node that lost its daemon.
+set -euo pipefail
+role=${SQUALL_ROLE:-compute}
+
+# Unprivileged container starts mount squashfs images through FUSE.
+[ -c /dev/fuse ] && chmod 0666 /dev/fuse
+
+install -d -o squall -g squall /fsx/home /fsx/home/squall /fsx/squall /fsx/squall/images /fsx/images
+install -d -o munge -g munge -m 0755 /run/munge
+install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
+install -d -m 0755 /run/squall
+
+runuser -u munge -- /usr/sbin/munged
+pids=()
+case "$role" in
+  login)
+    /usr/sbin/slurmctld -D -i &
+    pids+=($!)
+    # A registry on the login node, standing in for the site's registry (tests seed it).
+    /usr/bin/docker-registry serve /etc/squall/registry.yml >/var/log/registry.log 2>&1 &
+    pids+=($!)
+    ;;
+  compute)
+    /usr/sbin/slurmd -D &
+    pids+=($!)
+    ;;
+  *) echo "node-init: unknown SQUALL_ROLE '$role' (login or compute)" >&2; exit 2 ;;
+esac
+trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' TERM INT
+wait -n
+echo "node-init: a daemon exited; stopping the node" >&2
+kill -TERM "${pids[@]}" 2>/dev/null || true
+exit 1

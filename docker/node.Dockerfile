@@ -1,0 +1,30 @@
+# A mini-cluster node: the debootstrap base (docker/build-base.sh) plus squall built
+# inside the image, against this image's own Slurm headers and Python.
+ARG RELEASE=trixie
+FROM squall-base:${RELEASE}
+
+# The test user, same uid on every node, home on the shared /fsx.
+RUN groupadd -g 1000 squall \
+ && useradd -u 1000 -g 1000 -d /fsx/home/squall -M -s /bin/bash squall \
+ && dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none \
+ && chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
+
+COPY docker/node-init.sh /usr/local/sbin/squall-node-init
+COPY docker/registry.yml /etc/squall/registry.yml
+COPY docker/slurm/ /etc/slurm/
+
+# Optional: real Enroot packages supplied by the user (docker/enroot-debs/*.deb) replace
+# the test runtime. Empty by default.
+COPY docker/enroot-debs/ /tmp/enroot-debs/
+RUN if ls /tmp/enroot-debs/*.deb >/dev/null 2>&1; then \
+      apt-get install -y --no-install-recommends /tmp/enroot-debs/*.deb && touch /etc/squall/real-enroot; \
+    fi; rm -rf /tmp/enroot-debs
+
+COPY . /opt/squall/src
+WORKDIR /opt/squall/src
+RUN pip install -q --break-system-packages --no-build-isolation --no-deps . \
+ && if [ -f spank/Makefile ]; then make -C spank install && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf; fi \
+ && if [ -f tests/enroot_test_runtime/install.sh ]; then bash tests/enroot_test_runtime/install.sh; fi \
+ && rm -rf build
+WORKDIR /
+ENTRYPOINT ["/usr/local/sbin/squall-node-init"]

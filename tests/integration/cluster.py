@@ -1,0 +1,172 @@
+"""Drive the mini Slurm cluster (docker-compose.yml) from tests, through the Docker SDK.
+
+Every helper here acts on the real cluster: commands run in the node containers, node
+failures are real container kills, states come from Slurm itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = ("node1", "node2", "node3")
+LOGIN = "login"
+USER = "squall"
+UID = 1000
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+
+    def __str__(self) -> str:
+        return f"rc={self.rc}\n--- stdout ---\n{self.out}--- stderr ---\n{self.err}"
+
+
+class ClusterError(AssertionError):
+    """A cluster operation did not do what the test needed; the message says what."""
+
+
+class Cluster:
+    def __init__(self, fsx_host: Path) -> None:
+        self.client = docker.from_env()
+        self.fsx_host = fsx_host
+        self.nodes = NODES
+        self.login = LOGIN
+        self.user = USER
+
+    # -- containers -------------------------------------------------------------
+    def container(self, node: str):
+        return self.client.containers.get(f"squall-{node}")
+
+    def running(self) -> bool:
+        try:
+            return all(self.container(n).status == "running" for n in (LOGIN, *NODES))
+        except docker.errors.NotFound:
+            return False
+
+    def healthy(self) -> bool:
+        if not self.running():
+            return False
+        res = self.run("sinfo -h -N -o '%N %t'", user="root", check=False, timeout=15)
+        states = [line.split()[-1] for line in res.out.splitlines() if line.strip()]
+        return res.rc == 0 and len(states) == 3 and all(
+            s.rstrip("*") in {"idle", "mix", "alloc"} for s in states)
+
+    # -- commands ---------------------------------------------------------------
+    def run(self, cmd: str, node: str = LOGIN, user: str = USER, timeout: float = 120,
+            check: bool = True, env: dict[str, str] | None = None) -> Result:
+        """Run ``cmd`` with bash on ``node`` as ``user`` (a login shell's environment)."""
+        argv = ["timeout", "-k", "5", str(int(timeout)), "bash", "-c", cmd]
+        workdir = f"/fsx/home/{USER}" if user == USER else "/"
+        environment = {"HOME": workdir if user == USER else "/root", "USER": user}
+        environment.update(env or {})
+        rc, (out, err) = self.container(node).exec_run(
+            argv, user=user, workdir=workdir, environment=environment, demux=True)
+        res = Result(rc, (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
+        if rc == 124:
+            raise ClusterError(f"timed out after {timeout}s on {node}: {cmd}\n{res}")
+        if check and rc != 0:
+            raise ClusterError(f"command failed on {node} as {user}: {cmd}\n{res}")
+        return res
+
+    def put(self, path: str, data: bytes | str, mode: int = 0o644, owner: int = UID) -> Path:
+        """Write a file under /fsx (as seen on the nodes), owned by the test user."""
+        if not path.startswith("/fsx/"):
+            raise ValueError(f"put: {path!r} is not under /fsx")
+        host = self.fsx_host / path[len("/fsx/"):]
+        host.parent.mkdir(parents=True, exist_ok=True)
+        for parent in [host.parent, *host.parent.parents]:
+            if parent == self.fsx_host:
+                break
+            os.chown(parent, owner, owner)
+        tmp = host.with_name(host.name + ".tmp-put")
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        os.chown(tmp, owner, owner)
+        os.chmod(tmp, mode)
+        os.replace(tmp, host)
+        return host
+
+    # -- node failures ----------------------------------------------------------
+    def kill_node(self, node: str) -> None:
+        """Kill the whole node container (slurmd, slurmstepd, tasks): a dead node."""
+        self.container(node).kill()
+
+    def stop_node(self, node: str) -> None:
+        self.container(node).stop(timeout=5)
+
+    def start_node(self, node: str) -> None:
+        self.container(node).start()
+
+    # -- Slurm state --------------------------------------------------------------
+    def node_state(self, node: str) -> str:
+        res = self.run(f"sinfo -h -n {node} -o %T", user="root", check=False, timeout=15)
+        return res.out.strip().upper()
+
+    def wait_node_state(self, node: str, states: Iterable[str], timeout: float = 60) -> str:
+        wanted = {s.upper() for s in states}
+        return self._wait(lambda: self.node_state(node).rstrip("*"), wanted, timeout,
+                          f"node {node}")
+
+    def job_info(self, jobid: str | int) -> dict[str, str]:
+        """``scontrol show job -o`` as a dict (JobState, Restarts, NodeList, ...)."""
+        res = self.run(f"scontrol show job -o {jobid}", user="root", check=False, timeout=15)
+        info: dict[str, str] = {}
+        for field in res.out.split():
+            key, sep, value = field.partition("=")
+            if sep:
+                info.setdefault(key, value)
+        return info
+
+    def wait_job(self, jobid: str | int, states: Iterable[str], timeout: float = 120,
+                 where: Callable[[dict[str, str]], bool] | None = None) -> dict[str, str]:
+        """Wait until the job is in one of ``states`` (and ``where(info)`` holds)."""
+        wanted = {s.upper() for s in states}
+        last: dict[str, str] = {}
+
+        def probe() -> str:
+            nonlocal last
+            last = self.job_info(jobid)
+            state = last.get("JobState", "UNKNOWN")
+            if where is not None and state in wanted and not where(last):
+                return f"{state} (condition not met)"
+            return state
+
+        self._wait(probe, wanted, timeout, f"job {jobid}")
+        return last
+
+    def _wait(self, probe: Callable[[], str], wanted: set[str], timeout: float, what: str) -> str:
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while True:
+            value = probe()
+            if not seen or seen[-1] != value:
+                seen.append(value)
+            if value in wanted:
+                return value
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{what} did not reach {sorted(wanted)} within {timeout}s; "
+                                   f"states seen: {' -> '.join(seen)}")
+            time.sleep(0.5)
+
+    def sbatch(self, script: str, args: str = "", node: str = LOGIN) -> str:
+        """Submit ``script`` (its text) as the test user; returns the job id."""
+        path = f"/fsx/home/{USER}/jobs/job-{time.time_ns()}.sh"
+        self.put(path, script, mode=0o755)
+        res = self.run(f"sbatch --parsable {args} {path}", node=node)
+        return res.out.strip().split(";")[0]
+
+
+def compose(*args: str) -> None:
+    env = dict(os.environ)
+    subprocess.run(["bash", str(ROOT / "docker" / "cluster.sh"), *args], check=True, env=env)

@@ -1,0 +1,33 @@
+"""Session fixture for the mini cluster: bring it up once, or reuse a healthy one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .cluster import ROOT, Cluster, compose
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Everything under tests/integration needs the cluster.
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    fsx = Path(os.environ.get("SQUALL_FSX", ROOT / ".cluster" / "fsx"))
+    os.environ["SQUALL_FSX"] = str(fsx)
+    c = Cluster(fsx)
+    started = False
+    if not c.healthy():
+        compose("down")
+        compose("up")
+        started = True
+    yield c
+    # Leave a cluster we found running; tear down one we started unless asked to keep it.
+    if started and os.environ.get("SQUALL_KEEP_CLUSTER") != "1":
+        compose("down")
