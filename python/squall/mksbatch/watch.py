@@ -1,0 +1,61 @@
+"""Follow a job through the Slurm client layer until it ends, reporting what changes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from squall.errors import SquallError
+from squall.slurm import FINAL_UNLESS_REQUEUED, JobInfo, JobNotFound, SlurmClient
+
+# Polls a NODE_FAIL/PREEMPTED state must last before it counts as the end (a --requeue
+# job leaves it for PENDING within one controller pass).
+CONFIRM_POLLS = 3
+
+
+def describe(info: JobInfo) -> str:
+    text = f"job {info.job_id}: {info.state}"
+    if info.state == "RUNNING" and info.nodes:
+        text += f" on {info.nodes}"
+    elif info.reason and info.reason != "None":
+        text += f" ({info.reason})"
+    if info.final:
+        text += f", exit code {info.exit_code}" if info.exit_code else ""
+    return text
+
+
+def watch(
+    client: SlurmClient,
+    job_id: int,
+    emit: Callable[[str], None],
+    poll: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JobInfo:
+    """Poll ``job_id`` until it ends; emit a line per state change, requeue and restart."""
+    last: JobInfo | None = None
+    unsure = 0
+    while True:
+        try:
+            info = client.job(job_id)
+        except JobNotFound:
+            if last is None:
+                raise
+            raise SquallError(f"job {job_id} left the controller before its end was seen "
+                              f"(last state {last.state}): poll more often or check sacct"
+                              ) from None
+        if last is None or info.state != last.state or info.nodes != last.nodes:
+            if last is not None and info.restarts > last.restarts:
+                emit(f"job {job_id}: requeued, restart {info.restarts}")
+            emit(describe(info))
+        elif info.restarts > last.restarts:
+            emit(f"job {job_id}: requeued, restart {info.restarts}")
+        if info.final:
+            return info
+        if info.state in FINAL_UNLESS_REQUEUED:
+            unsure += 1
+            if unsure >= CONFIRM_POLLS:
+                return info
+        else:
+            unsure = 0
+        last = info
+        sleep(poll)
