@@ -4,8 +4,15 @@ RELEASE ?= trixie
 PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export SQUALL_RELEASE := $(RELEASE)
+.DEFAULT_GOAL := help
 
-.PHONY: help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
+# A second Slurm release: build its node image (plugin compiled against its headers) and
+# run the release smoke test on it.
+test-release: core
+	bash docker/build-images.sh $(RELEASE)
+	$(PYTEST) tests/integration/test_release_smoke.py
+
+.PHONY: test-release help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
 
 help:
 	@echo "make demo          build an image, write the job, run it on two nodes, kill one, watch it resume"

@@ -50,8 +50,12 @@ class Cluster:
         return self.client.containers.get(f"squall-{node}")
 
     def running(self) -> bool:
+        """All four containers run, from the node image of the release under test."""
+        release = os.environ.get("SQUALL_RELEASE", "trixie")
         try:
-            return all(self.container(n).status == "running" for n in (LOGIN, *NODES))
+            image = self.client.images.get(f"squall-node:{release}").id
+            return all(self.container(n).status == "running" and self.container(n).image.id == image
+                       for n in (LOGIN, *NODES))
         except docker.errors.NotFound:
             return False
 
