@@ -44,7 +44,7 @@ enum sq_opt_id {
 	SQ_OPT_READONLY,         /* --container-readonly */
 	SQ_OPT_ENV,              /* --container-env=NAME[,NAME...] */
 	SQ_OPT_EFA,              /* --container-efa=auto|require|off (squall) */
-	SQ_OPT_NCCL_DEBUG,       /* --container-nccl-debug=VERSION|WARN|INFO|TRACE (squall) */
+	SQ_OPT_NCCL_DEBUG,       /* --container-nccl-debug[=VERSION|WARN|INFO|TRACE] (squall; INFO) */
 	SQ_OPT_LOG,              /* --container-log=quiet|verbose (squall) */
 	SQ_OPT_COUNT
 };
@@ -83,7 +83,7 @@ enum sq_log_setting {
 struct sq_flag {
 	int id;                  /* enum sq_opt_id; use as spank_option.val */
 	const char *name;        /* without dashes, e.g. "container-image" */
-	int has_arg;             /* 1: takes a value (spank has_arg 1), 0: no argument */
+	int has_arg;             /* as spank's has_arg: 0 none, 1 required, 2 optional */
 	const char *arg_info;    /* e.g. "IMAGE"; NULL when has_arg is 0 */
 	const char *help;        /* one line for --help */
 };

@@ -39,6 +39,10 @@ int sq_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((forma
 const char *sq_show(const char *s, char *buf, size_t buflen);
 #define SQ_SHOW_MAX 128
 
+/* Length (1-4) of the well-formed UTF-8 sequence at s (at most n bytes available),
+ * 0 when the bytes there are not one (overlong, surrogate, > U+10FFFF, truncated). */
+size_t sq_utf8_seqlen(const unsigned char *s, size_t n);
+
 /* Duplicate n bytes as a NUL-terminated heap string (NULL on allocation failure). */
 char *sq_strndup(const char *s, size_t n);
 

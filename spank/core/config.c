@@ -1,0 +1,151 @@
+/* config.c: plugstack.conf arguments to struct sq_config, defaults first. */
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "options.h"
+#include "quote.h"
+#include "strbuf.h"
+
+#define WHAT "plugstack.conf"
+
+enum kind { K_PATH, K_BOOL, K_SCOPE, K_EFA, K_LOG };
+
+struct key {
+	const char *name;
+	enum kind kind;
+	const char *def;     /* default, parsed like a value from the file */
+	size_t off;          /* offsetof the field in struct sq_config */
+};
+
+#define F(field) offsetof(struct sq_config, field)
+static const struct key keys[] = {
+	{ "runtime_path", K_PATH, "/run/squall", F(runtime_path) },
+	{ "enroot", K_PATH, "/usr/bin/enroot", F(enroot) },
+	{ "sqshbuild", K_PATH, "/usr/local/bin/sqshbuild", F(sqshbuild) },
+	{ "image_cache", K_PATH, "/fsx/squall/images", F(image_cache) },
+	{ "container_scope", K_SCOPE, "job", F(container_scope) },
+	{ "execute_entrypoint", K_BOOL, "0", F(execute_entrypoint) },
+	{ "efa", K_EFA, "auto", F(efa) },
+	{ "efa_sysfs_root", K_PATH, "/sys", F(efa_sysfs_root) },
+	{ "efa_dev_root", K_PATH, "/dev", F(efa_dev_root) },
+	{ "efa_opt_root", K_PATH, "/opt/amazon", F(efa_opt_root) },
+	{ "sbatch_support", K_BOOL, "1", F(sbatch_support) },
+	{ "log", K_LOG, "quiet", F(log) },
+};
+#undef F
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static int set_key(struct sq_config *c, const struct key *k, const char *arg, const char *value,
+		   char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX], what[96];
+	char *base = (char *)c;
+	int *ip = (int *)(base + k->off);
+	char **sp = (char **)(base + k->off);
+	char *copy;
+
+	snprintf(what, sizeof(what), WHAT ": argument %s", k->name);
+	sq_show(arg, show, sizeof(show));
+	switch (k->kind) {
+	case K_PATH:
+		if (sq_text_check(what, value, PATH_MAX - 1, err, errlen) != 0)
+			return -1;
+		if (value[0] != '/' || strchr(value, ' ') != NULL)
+			return sq_errf(err, errlen, WHAT ": '%s': %s must be an absolute path without "
+				       "spaces (e.g. %s=%s)", show, k->name, k->name, k->def);
+		copy = strdup(value);
+		if (copy == NULL)
+			return sq_errf(err, errlen, WHAT ": out of memory");
+		free(*sp);
+		*sp = copy;
+		return 0;
+	case K_BOOL:
+		if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+			return sq_errf(err, errlen, WHAT ": '%s': %s must be 0 or 1", show, k->name);
+		*ip = value[0] == '1';
+		return 0;
+	case K_SCOPE:
+		if (strcmp(value, "job") == 0)
+			*ip = SQ_SCOPE_JOB;
+		else if (strcmp(value, "global") == 0)
+			*ip = SQ_SCOPE_GLOBAL;
+		else
+			return sq_errf(err, errlen, WHAT ": '%s': container_scope must be job or global",
+				       show);
+		return 0;
+	case K_EFA:
+		return sq_efa_setting_parse(what, value, ip, err, errlen);
+	case K_LOG:
+		return sq_log_setting_parse(what, value, ip, err, errlen);
+	}
+	return sq_errf(err, errlen, WHAT ": internal error on %s", k->name);
+}
+
+void sq_config_free(struct sq_config *c)
+{
+	free(c->runtime_path);
+	free(c->enroot);
+	free(c->sqshbuild);
+	free(c->image_cache);
+	free(c->efa_sysfs_root);
+	free(c->efa_dev_root);
+	free(c->efa_opt_root);
+	memset(c, 0, sizeof(*c));
+}
+
+int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX];
+	int given[NKEYS] = { 0 };
+	size_t k;
+	int i;
+
+	memset(c, 0, sizeof(*c));
+	for (k = 0; k < NKEYS; k++)
+		if (set_key(c, &keys[k], keys[k].def, keys[k].def, err, errlen) != 0)
+			goto fail;
+	for (i = 0; i < argc; i++) {
+		const char *arg = argv[i], *eq;
+		size_t n;
+
+		if (arg == NULL)
+			break;
+		sq_show(arg, show, sizeof(show));
+		eq = strchr(arg, '=');
+		if (eq == NULL) {
+			sq_errf(err, errlen, WHAT ": argument '%s' is not key=value (e.g. "
+				"runtime_path=/run/squall)", show);
+			goto fail;
+		}
+		n = (size_t)(eq - arg);
+		for (k = 0; k < NKEYS; k++)
+			if (strlen(keys[k].name) == n && strncmp(keys[k].name, arg, n) == 0)
+				break;
+		if (k == NKEYS) {
+			sq_errf(err, errlen, WHAT ": unknown argument '%s' (known: runtime_path, enroot, "
+				"sqshbuild, image_cache, container_scope, execute_entrypoint, efa, "
+				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log)", show);
+			goto fail;
+		}
+		if (given[k]) {
+			sq_errf(err, errlen, WHAT ": argument %s given twice (keep one)", keys[k].name);
+			goto fail;
+		}
+		given[k] = 1;
+		if (eq[1] == '\0') {
+			sq_errf(err, errlen, WHAT ": '%s': empty value for %s (give a value or drop "
+				"the argument for the default %s)", show, keys[k].name, keys[k].def);
+			goto fail;
+		}
+		if (set_key(c, &keys[k], arg, eq + 1, err, errlen) != 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	sq_config_free(c);
+	return -1;
+}

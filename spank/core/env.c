@@ -1,0 +1,282 @@
+/* env.c: the cleaned environment of runtime calls and the task/container merge. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+#include "quote.h"
+#include "strbuf.h"
+
+/* Variables that change what bash (enroot is a bash script) or the loader does. */
+static const char *const denied_exact[] = {
+	"GLIBC_TUNABLES", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH",
+	"GLOBIGNORE", "PS4", "PROMPT_COMMAND", NULL
+};
+static const char *const denied_prefix[] = { "LD_", "BASH_FUNC_", "ENROOT_", NULL };
+
+/* Variables that differ between the tasks sharing one container. */
+static const char *const task_exact[] = {
+	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_TASK_PID", "SLURM_GTIDS",
+	"PMI_RANK", "PMI_FD", "PMIX_RANK",
+	"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+	"ZE_AFFINITY_MASK", NULL
+};
+static const char *const task_prefix[] = {
+	"SLURM_CPU_BIND", "SLURM_MEM_BIND", "OMPI_COMM_WORLD_", NULL
+};
+
+static int matches(const char *name, size_t n, const char *const *exact,
+		   const char *const *prefix)
+{
+	for (; *exact; exact++)
+		if (strlen(*exact) == n && strncmp(*exact, name, n) == 0)
+			return 1;
+	for (; *prefix; prefix++)
+		if (strlen(*prefix) <= n && strncmp(*prefix, name, strlen(*prefix)) == 0)
+			return 1;
+	return 0;
+}
+
+static int task_specific_n(const char *name, size_t n)
+{
+	return matches(name, n, task_exact, task_prefix);
+}
+
+static int denied_n(const char *name, size_t n)
+{
+	return matches(name, n, denied_exact, denied_prefix) || task_specific_n(name, n);
+}
+
+int sq_env_task_specific(const char *name)
+{
+	return task_specific_n(name, strlen(name));
+}
+
+int sq_env_denied(const char *name)
+{
+	return denied_n(name, strlen(name));
+}
+
+/* A NULL-terminated array of heap strings that grows. */
+struct vec {
+	char **v;
+	size_t n, cap;
+};
+
+static int vec_push(struct vec *a, char *s)
+{
+	if (s == NULL)
+		return -1;
+	if (a->n + 1 >= a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 32;
+		char **v = realloc(a->v, cap * sizeof(*v));
+
+		if (v == NULL) {
+			free(s);
+			return -1;
+		}
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = s;
+	a->v[a->n] = NULL;
+	return 0;
+}
+
+/* Index of the entry whose key is key[0..n), or -1. */
+static long vec_find(const struct vec *a, const char *key, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < a->n; i++)
+		if (strncmp(a->v[i], key, n) == 0 && a->v[i][n] == '=')
+			return (long)i;
+	return -1;
+}
+
+/* Set KEY=VALUE (entry) in a: replace in place or append. Takes ownership of entry. */
+static int vec_set(struct vec *a, char *entry)
+{
+	long i;
+
+	if (entry == NULL)
+		return -1;
+	i = vec_find(a, entry, (size_t)(strchr(entry, '=') - entry));
+	if (i < 0)
+		return vec_push(a, entry);
+	free(a->v[i]);
+	a->v[i] = entry;
+	return 0;
+}
+
+/* Result array: never NULL on success, even when empty. */
+static char **vec_take(struct vec *a)
+{
+	char **v = a->v;
+
+	if (v == NULL)
+		v = calloc(1, sizeof(*v));
+	a->v = NULL;
+	a->n = a->cap = 0;
+	return v;
+}
+
+void sq_env_free(char **env)
+{
+	char **p;
+
+	if (env == NULL)
+		return;
+	for (p = env; *p; p++)
+		free(*p);
+	free(env);
+}
+
+static void vec_release(struct vec *a)
+{
+	sq_env_free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
+}
+
+int sq_env_clean(char *const envp[], char ***out, char *err, size_t errlen)
+{
+	struct vec a = { NULL, 0, 0 };
+	const char *eq;
+	size_t i;
+
+	*out = NULL;
+	for (i = 0; envp != NULL && envp[i] != NULL; i++) {
+		eq = strchr(envp[i], '=');
+		if (eq == NULL || eq == envp[i] || denied_n(envp[i], (size_t)(eq - envp[i])))
+			continue;
+		if (vec_push(&a, strdup(envp[i])) != 0) {
+			vec_release(&a);
+			return sq_errf(err, errlen, "environment: out of memory");
+		}
+	}
+	*out = vec_take(&a);
+	if (*out == NULL)
+		return sq_errf(err, errlen, "environment: out of memory");
+	return 0;
+}
+
+int sq_env_check_names(const char *csv, char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX], nshow[SQ_SHOW_MAX], name[256];
+	const char *s, *e;
+	size_t n;
+
+	if (csv == NULL || *csv == '\0')
+		return sq_errf(err, errlen, "--container-env: empty value (give NAME[,NAME...])");
+	for (s = csv; ; s = e + 1) {
+		e = strchr(s, ',');
+		n = e ? (size_t)(e - s) : strlen(s);
+		if (n == 0)
+			return sq_errf(err, errlen, "--container-env: '%s': empty name (remove the "
+				       "extra ',')", sq_show(csv, show, sizeof(show)));
+		if (!sq_is_identifier(s, n)) {
+			snprintf(name, sizeof(name), "%.*s", (int)(n < 200 ? n : 200), s);
+			return sq_errf(err, errlen, "--container-env: '%s' is not a variable name "
+				       "(names are letters, digits and '_', not starting with a digit)",
+				       sq_show(name, nshow, sizeof(nshow)));
+		}
+		if (e == NULL)
+			return 0;
+	}
+}
+
+/* Is key[0..n) one of the comma-separated names in keep? */
+static int in_keep(const char *keep, const char *key, size_t n)
+{
+	const char *s, *e;
+
+	if (keep == NULL)
+		return 0;
+	for (s = keep; *s; s = *e ? e + 1 : e) {
+		e = strchr(s, ',');
+		if (e == NULL)
+			e = s + strlen(s);
+		if ((size_t)(e - s) == n && strncmp(s, key, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static int task_has(char *const task_env[], const char *key, size_t n)
+{
+	size_t i;
+
+	for (i = 0; task_env != NULL && task_env[i] != NULL; i++)
+		if (strncmp(task_env[i], key, n) == 0 && task_env[i][n] == '=')
+			return 1;
+	return 0;
+}
+
+/* Apply rules (b) to the container block, setting the winners into a. */
+static int overlay_into(struct vec *a, const char *block, size_t len, const char *keep,
+			char *const task_env[])
+{
+	size_t off = 0, n, klen;
+	const char *entry, *eq, *nul;
+
+	while (off < len) {
+		entry = block + off;
+		nul = memchr(entry, '\0', len - off);
+		n = nul ? (size_t)(nul - entry) : len - off;
+		off += n + 1;
+		eq = memchr(entry, '=', n);
+		if (eq == NULL)
+			continue;    /* not KEY=VALUE */
+		klen = (size_t)(eq - entry);
+		if (!sq_is_identifier(entry, klen) || strncmp(entry, "ENROOT_", 7) == 0 ||
+		    task_specific_n(entry, klen))
+			continue;
+		if (in_keep(keep, entry, klen) && task_has(task_env, entry, klen))
+			continue;    /* --container-env: the task's own value stays */
+		if (vec_set(a, sq_strndup(entry, n)) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int sq_env_overlay(const char *block, size_t len, const char *keep, char *const task_env[],
+		   char ***out, char *err, size_t errlen)
+{
+	struct vec a = { NULL, 0, 0 };
+
+	*out = NULL;
+	if (overlay_into(&a, block, block ? len : 0, keep, task_env) != 0) {
+		vec_release(&a);
+		return sq_errf(err, errlen, "container environment: out of memory");
+	}
+	*out = vec_take(&a);
+	if (*out == NULL)
+		return sq_errf(err, errlen, "container environment: out of memory");
+	return 0;
+}
+
+int sq_env_merge(char *const task_env[], const char *block, size_t len, const char *keep,
+		 char ***out, char *err, size_t errlen)
+{
+	struct vec a = { NULL, 0, 0 };
+	size_t i;
+
+	*out = NULL;
+	for (i = 0; task_env != NULL && task_env[i] != NULL; i++) {
+		const char *eq = strchr(task_env[i], '=');
+
+		if (eq == NULL || eq == task_env[i])
+			continue;
+		if (vec_set(&a, strdup(task_env[i])) != 0)
+			goto oom;
+	}
+	if (overlay_into(&a, block, block ? len : 0, keep, task_env) != 0)
+		goto oom;
+	*out = vec_take(&a);
+	if (*out != NULL)
+		return 0;
+oom:
+	vec_release(&a);
+	return sq_errf(err, errlen, "container environment: out of memory");
+}

@@ -1,0 +1,396 @@
+/* imageref.c: --container-image values to a file path or a registry reference. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "imageref.h"
+#include "quote.h"
+#include "strbuf.h"
+
+#define WHAT "--container-image"
+
+static int is_lower_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static int is_alnum(char c)
+{
+	return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
+
+static int is_hex_lower(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+/* One repository path component: [a-z0-9]+((\.|_|__|-+)[a-z0-9]+)* */
+static int component_ok(const char *s, size_t n)
+{
+	size_t i = 0, j;
+
+	if (n == 0 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+		return 0;
+	while (i < n) {
+		if (is_lower_alnum(s[i])) {
+			i++;
+			continue;
+		}
+		/* A separator run between two alphanumerics. */
+		j = i;
+		while (j < n && !is_lower_alnum(s[j]))
+			j++;
+		if (!((j - i == 1 && (s[i] == '.' || s[i] == '_' || s[i] == '-')) ||
+		      (j - i == 2 && s[i] == '_' && s[i + 1] == '_') ||
+		      strspn(s + i, "-") >= j - i))
+			return 0;
+		i = j;
+	}
+	return 1;
+}
+
+static int has_upper(const char *s)
+{
+	for (; *s; s++)
+		if (*s >= 'A' && *s <= 'Z')
+			return 1;
+	return 0;
+}
+
+static int check_repository(const char *text, const char *repo, char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX], rshow[SQ_SHOW_MAX];
+	const char *p = repo, *slash;
+
+	sq_show(text, show, sizeof(show));
+	sq_show(repo, rshow, sizeof(rshow));
+	if (*repo == '\0')
+		return sq_errf(err, errlen, WHAT ": '%s': empty image name (give e.g. ubuntu:24.04 "
+			       "or nvcr.io#nvidia/pytorch:24.05-py3)", show);
+	if (strlen(repo) > 255)
+		return sq_errf(err, errlen, WHAT ": '%s': repository name is %zu bytes long, the "
+			       "limit is 255 (check the image name)", show, strlen(repo));
+	if (has_upper(repo))
+		return sq_errf(err, errlen, WHAT ": '%s': repository '%s' must be lower-case "
+			       "(image names are lower-case, e.g. ubuntu:24.04)", show, rshow);
+	for (;;) {
+		size_t n;
+
+		slash = strchr(p, '/');
+		n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == 0)
+			return sq_errf(err, errlen, WHAT ": '%s': empty path component in repository "
+				       "'%s' (remove the extra '/')", show, rshow);
+		if (!component_ok(p, n))
+			return sq_errf(err, errlen, WHAT ": '%s': invalid repository '%s' (components "
+				       "are lower-case letters and digits, separated by '.', '_', '__' "
+				       "or '-')", show, rshow);
+		if (slash == NULL)
+			return 0;
+		p = slash + 1;
+	}
+}
+
+static int check_tag(const char *text, const char *tag, char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX], tshow[SQ_SHOW_MAX];
+	size_t n = strlen(tag), i;
+	int ok = n >= 1 && n <= 128 && (is_alnum(tag[0]) || tag[0] == '_');
+
+	for (i = 1; ok && i < n; i++)
+		ok = is_alnum(tag[i]) || tag[i] == '_' || tag[i] == '.' || tag[i] == '-';
+	if (ok)
+		return 0;
+	sq_show(text, show, sizeof(show));
+	if (n == 0)
+		return sq_errf(err, errlen, WHAT ": '%s': empty tag after ':' (give a tag such as "
+			       ":latest or drop the ':')", show);
+	return sq_errf(err, errlen, WHAT ": '%s': invalid tag '%s' (a tag is 1-128 characters "
+		       "[A-Za-z0-9_.-], not starting with '.' or '-')", show,
+		       sq_show(tag, tshow, sizeof(tshow)));
+}
+
+static int check_digest(const char *text, const char *dg, char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX], dshow[SQ_SHOW_MAX];
+	size_t i;
+
+	if (strncmp(dg, "sha256:", 7) == 0 && strlen(dg) == 71) {
+		for (i = 7; i < 71 && is_hex_lower(dg[i]); i++)
+			;
+		if (i == 71)
+			return 0;
+	}
+	sq_show(text, show, sizeof(show));
+	sq_show(dg, dshow, sizeof(dshow));
+	if (strncmp(dg, "sha256:", 7) != 0)
+		return sq_errf(err, errlen, WHAT ": '%s': unsupported digest '%s' (use "
+			       "@sha256: followed by 64 lower-case hex digits)", show, dshow);
+	return sq_errf(err, errlen, WHAT ": '%s': malformed digest '%s' (sha256: must be "
+		       "followed by exactly 64 lower-case hex digits)", show, dshow);
+}
+
+/* HOST[:PORT], HOST = labels of [A-Za-z0-9-] joined by '.', no label starting or
+ * ending with '-'. */
+static int check_registry(const char *text, const char *reg, char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX], rshow[SQ_SHOW_MAX];
+	const char *colon = strchr(reg, ':');
+	size_t hostlen = colon ? (size_t)(colon - reg) : strlen(reg), i, label = 0;
+	int ok = hostlen > 0 && hostlen <= 253;
+
+	for (i = 0; ok && i < hostlen; i++) {
+		char c = reg[i];
+
+		if (c == '.') {
+			ok = label > 0 && reg[i - 1] != '-';
+			label = 0;
+		} else if (is_alnum(c) || c == '-') {
+			ok = !(label == 0 && c == '-');
+			label++;
+		} else {
+			ok = 0;
+		}
+	}
+	ok = ok && label > 0 && reg[hostlen - 1] != '-';
+	if (ok && colon != NULL) {
+		const char *p = colon + 1;
+		long port = 0;
+
+		ok = *p != '\0' && strlen(p) <= 5;
+		for (; ok && *p; p++) {
+			ok = *p >= '0' && *p <= '9';
+			port = port * 10 + (*p - '0');
+		}
+		ok = ok && port >= 1 && port <= 65535;
+	}
+	if (ok)
+		return 0;
+	sq_show(text, show, sizeof(show));
+	return sq_errf(err, errlen, WHAT ": '%s': invalid registry '%s' (use HOST or HOST:PORT, "
+		       "e.g. nvcr.io or localhost:5000)", show, sq_show(reg, rshow, sizeof(rshow)));
+}
+
+/* USER of USER@: printable ASCII, none of '@#/:' (Enroot looks it up in its credentials). */
+static int check_user(const char *text, const char *user, char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX];
+	const char *p;
+
+	for (p = user; *p; p++)
+		if (*p <= 0x20 || *p >= 0x7f || strchr("@#/:", *p) != NULL)
+			break;
+	if (*user != '\0' && *p == '\0')
+		return 0;
+	sq_show(text, show, sizeof(show));
+	return sq_errf(err, errlen, WHAT ": '%s': invalid user before '@' (use USER@REGISTRY#IMAGE "
+		       "with a user name of printable characters)", show);
+}
+
+/* "sha256:..." or another ALGO: -- the text after the last '@' reads as a digest. */
+static int looks_like_digest(const char *s)
+{
+	size_t n = 0;
+
+	if (strncmp(s, "sha", 3) != 0)
+		return 0;
+	for (s += 3; s[n] >= '0' && s[n] <= '9'; n++)
+		;
+	return n > 0 && s[n] == ':';
+}
+
+static int is_hub(const char *reg)
+{
+	return strcmp(reg, SQ_DOCKER_HUB) == 0 || strcmp(reg, "docker.io") == 0 ||
+	       strcmp(reg, "index.docker.io") == 0;
+}
+
+void sq_imgref_free(struct sq_image_ref *ref)
+{
+	free(ref->path);
+	free(ref->user);
+	free(ref->registry);
+	free(ref->repository);
+	free(ref->tag);
+	free(ref->digest);
+	free(ref->canonical);
+	memset(ref, 0, sizeof(*ref));
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Registry or dockerd reference in `work` (a writable copy; split in place). */
+static int parse_remote(const char *text, char *work, int dockerd, struct sq_image_ref *out,
+			char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX];
+	char *user = NULL, *registry = NULL, *image, *tag = NULL, *digest = NULL;
+	char *at, *hash, *slash, *colon;
+	struct sq_buf b;
+	int hub = 0;
+
+	sq_show(text, show, sizeof(show));
+	if (*work == '\0')
+		return sq_errf(err, errlen, WHAT ": '%s': empty image name (give e.g. ubuntu:24.04)",
+			       show);
+	/* '$' is checked once USER@ is split off: nvcr.io's user is literally $oauthtoken. */
+	for (at = work; *at; at++)
+		if (*at == ' ' || strchr("\"'`\\;&|<>(){}*?!", *at) != NULL ||
+		    (unsigned char)*at >= 0x7f)
+			break;
+	if (*at != '\0')
+		return sq_errf(err, errlen, WHAT ": '%s': character '%c' cannot appear in an image "
+			       "reference (use [USER@][REGISTRY#]IMAGE[:TAG] or a path starting with "
+			       "'/' or '.')", show, (unsigned char)*at < 0x7f ? *at : '?');
+
+	at = strrchr(work, '@');
+	if (at != NULL && looks_like_digest(at + 1)) {
+		*at = '\0';
+		digest = at + 1;
+		if (check_digest(text, digest, err, errlen) != 0)
+			return -1;
+	}
+	at = strchr(work, '@');
+	if (at != NULL) {
+		if (dockerd)
+			return sq_errf(err, errlen, WHAT ": '%s': dockerd:// images take no USER@ "
+				       "(use dockerd://NAME[:TAG])", show);
+		*at = '\0';
+		user = work;
+		work = at + 1;
+		if (check_user(text, user, err, errlen) != 0)
+			return -1;
+		if (strchr(work, '@') != NULL)
+			return sq_errf(err, errlen, WHAT ": '%s': more than one '@' (use "
+				       "USER@REGISTRY#IMAGE[:TAG] or IMAGE@sha256:DIGEST)", show);
+	}
+	if (strchr(work, '$') != NULL)
+		return sq_errf(err, errlen, WHAT ": '%s': character '$' cannot appear in an "
+				       "image reference outside the user name", show);
+	hash = strchr(work, '#');
+	if (hash != NULL) {
+		if (dockerd)
+			return sq_errf(err, errlen, WHAT ": '%s': dockerd:// images take no REGISTRY# "
+				       "(use dockerd://NAME[:TAG])", show);
+		if (strchr(hash + 1, '#') != NULL)
+			return sq_errf(err, errlen, WHAT ": '%s': more than one '#' (use "
+				       "REGISTRY#IMAGE[:TAG])", show);
+		*hash = '\0';
+		registry = work;
+		image = hash + 1;
+		if (*registry == '\0')
+			return sq_errf(err, errlen, WHAT ": '%s': empty registry before '#' (use "
+				       "REGISTRY#IMAGE, e.g. nvcr.io#nvidia/pytorch:24.05-py3)", show);
+	} else {
+		image = work;
+		slash = strchr(image, '/');
+		if (slash != NULL) {
+			size_t n = (size_t)(slash - image);
+
+			if (memchr(image, '.', n) || memchr(image, ':', n) ||
+			    (n == 9 && strncmp(image, "localhost", 9) == 0)) {
+				*slash = '\0';
+				registry = image;
+				image = slash + 1;
+			}
+		}
+	}
+	slash = strrchr(image, '/');
+	colon = strrchr(slash ? slash : image, ':');
+	if (colon != NULL) {
+		*colon = '\0';
+		tag = colon + 1;
+		if (check_tag(text, tag, err, errlen) != 0)
+			return -1;
+	}
+	if (registry != NULL && check_registry(text, registry, err, errlen) != 0)
+		return -1;
+	if (check_repository(text, image, err, errlen) != 0)
+		return -1;
+
+	hub = !dockerd && (registry == NULL || is_hub(registry));
+	out->kind = dockerd ? SQ_IMAGE_DOCKERD : SQ_IMAGE_REGISTRY;
+	out->user = dup_or_null(user);
+	out->registry = hub ? strdup(SQ_DOCKER_HUB) : dup_or_null(registry);
+	if (hub && strchr(image, '/') == NULL) {
+		sq_buf_init(&b);
+		sq_buf_addf(&b, "library/%s", image);
+		out->repository = sq_buf_take(&b);
+	} else {
+		out->repository = strdup(image);
+	}
+	if (tag == NULL && digest == NULL)
+		tag = "latest";
+	out->tag = dup_or_null(tag);
+	out->digest = dup_or_null(digest);
+
+	sq_buf_init(&b);
+	if (dockerd)
+		sq_buf_add(&b, "dockerd://");
+	if (out->registry != NULL)
+		sq_buf_addf(&b, "%s/", out->registry);
+	sq_buf_add(&b, out->repository ? out->repository : "");
+	if (out->tag != NULL)
+		sq_buf_addf(&b, ":%s", out->tag);
+	if (out->digest != NULL)
+		sq_buf_addf(&b, "@%s", out->digest);
+	out->canonical = sq_buf_take(&b);
+
+	if (out->repository == NULL || out->canonical == NULL || (user && !out->user) ||
+	    (out->registry == NULL && (hub || registry)) || (tag && !out->tag) ||
+	    (digest && !out->digest))
+		return sq_errf(err, errlen, WHAT ": out of memory");
+	return 0;
+}
+
+int sq_imgref_parse(const char *text, struct sq_image_ref *out, char *err, size_t errlen)
+{
+	char show[SQ_SHOW_MAX];
+	const char *rest;
+	char *work;
+	const char *scheme;
+	int dockerd = 0, rc;
+
+	memset(out, 0, sizeof(*out));
+	if (text == NULL)
+		return sq_errf(err, errlen, WHAT ": no value (give a squashfs path or an image name)");
+	if (sq_text_check(WHAT, text, PATH_MAX - 1, err, errlen) != 0)
+		return -1;
+	if (text[0] == '/' || text[0] == '.') {
+		out->kind = SQ_IMAGE_FILE;
+		out->path = strdup(text);
+		out->canonical = strdup(text);
+		if (out->path == NULL || out->canonical == NULL) {
+			sq_imgref_free(out);
+			return sq_errf(err, errlen, WHAT ": out of memory");
+		}
+		return 0;
+	}
+	rest = text;
+	if (strncmp(text, "dockerd://", 10) == 0) {
+		dockerd = 1;
+		rest = text + 10;
+	} else if (strncmp(text, "docker://", 9) == 0) {
+		rest = text + 9;
+	} else if ((scheme = strstr(text, "://")) != NULL) {
+		return sq_errf(err, errlen, WHAT ": '%s': unsupported scheme '%.*s://' (use docker://, "
+			       "dockerd://, or a squashfs path starting with '/' or '.')",
+			       sq_show(text, show, sizeof(show)),
+			       (int)((scheme - text) < 32 ? scheme - text : 32), text);
+	}
+	if (rest[0] == '/' || rest[0] == '.')
+		return sq_errf(err, errlen, WHAT ": '%s': a path after the scheme (give a squashfs "
+			       "path without docker://, or an image name after it)",
+			       sq_show(text, show, sizeof(show)));
+	work = strdup(rest);
+	if (work == NULL)
+		return sq_errf(err, errlen, WHAT ": out of memory");
+	rc = parse_remote(text, work, dockerd, out, err, errlen);
+	free(work);
+	if (rc != 0)
+		sq_imgref_free(out);
+	return rc;
+}
