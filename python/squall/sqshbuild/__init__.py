@@ -1,0 +1,1 @@
+"""sqshbuild: OCI/Docker images to Enroot-compatible squashfs files, cached once per cluster."""

@@ -1,0 +1,338 @@
+"""The build: resolve, reuse or take the cache lock, download, merge, squash, publish."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from squall.errors import SquallError
+from squall.sqshbuild import enroot_files
+from squall.sqshbuild.cache import TMP_PREFIX, ImageCache, entry_name, fsync_dir
+from squall.sqshbuild.layers import LayerCache
+from squall.sqshbuild.refs import Source, parse_source
+from squall.sqshbuild.registry import (
+    Manifest,
+    RegistryClient,
+    host_arch,
+    insecure_registries,
+    normalise_arch,
+)
+from squall.sqshbuild.sources import load_source, open_blob_file
+from squall.sqshbuild.squash import (
+    SquashOptions,
+    check_options,
+    mksquashfs_argv,
+    pick_pipeline,
+    squash_error,
+    tar2sqfs_argv,
+)
+from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
+from squall.sqshbuild.versions import VersionProbe
+
+VERSION = "0.1.0"
+
+
+class Reporter:
+    """Progress callbacks; the CLI draws them on a terminal. Methods may be called from
+    download threads."""
+
+    def stage(self, text: str) -> None: ...
+    def waiting(self, owner: dict[str, object] | None) -> None: ...
+    def download_start(self, total: int) -> None: ...
+    def download_advance(self, n: int) -> None: ...
+    def squash_start(self, layers: int) -> None: ...
+    def squash_advance(self, n: int) -> None: ...
+    def done(self) -> None: ...
+
+
+@dataclass
+class BuildOptions:
+    cache_dir: Path | None = None
+    output: Path | None = None
+    arch: str = ""
+    squash: SquashOptions = field(default_factory=SquashOptions)
+    insecure: tuple[str, ...] = ()
+    jobs: int = 4
+    work_dir: Path | None = None
+    offline_ok: bool = True
+    reporter: Reporter = field(default_factory=Reporter)
+
+
+@dataclass
+class BuildResult:
+    path: Path
+    digest: str
+    reference: str
+    cached: bool
+    seconds: float
+    sidecar: dict[str, Any]
+    pipeline: str = ""
+
+
+def build(ref_text: str, opts: BuildOptions) -> BuildResult:
+    start = time.monotonic()
+    check_options(opts.squash)
+    src = parse_source(ref_text)
+    arch = normalise_arch(opts.arch)[0] if opts.arch else host_arch()
+    platform = f"linux/{arch}"
+    cache = ImageCache.open(opts.cache_dir)
+    if src.kind == "registry":
+        client = RegistryClient(src.registry, src.repository, src.user,
+                                insecure_registries(opts.insecure))
+        resolved = _resolve_registry(src, client, cache, platform, arch, opts)
+        if isinstance(resolved, BuildResult):
+            resolved.seconds = time.monotonic() - start
+            return resolved
+        return _build_registry(src, client, cache, resolved, platform, opts, start)
+    return _build_local(src, cache, platform, arch, opts, start)
+
+
+def _hit(cache: ImageCache, src: Source, digest: str, platform: str, opts: BuildOptions,
+         start: float) -> BuildResult:
+    cache.touch(digest)
+    cache.remember(src.canonical, platform, digest)
+    path = cache.sqsh(digest)
+    side = cache.read_sidecar(digest) or {}
+    if opts.output is not None:
+        path = _copy_out(path, opts.output, side)
+    return BuildResult(path, digest, src.canonical, True, time.monotonic() - start, side)
+
+
+def _resolve_registry(src: Source, client: RegistryClient, cache: ImageCache, platform: str,
+                      arch: str, opts: BuildOptions) -> Manifest | BuildResult:
+    known = cache.lookup(src.canonical, platform)
+    if known and src.digest:
+        return _hit(cache, src, known, platform, opts, 0.0)  # digests never move
+    opts.reporter.stage(f"resolving {src.canonical} for {platform}")
+    try:
+        manifest = client.resolve(src.digest or src.tag, arch)
+    except SquallError as exc:
+        if known and opts.offline_ok and str(exc).startswith("registry unreachable"):
+            opts.reporter.stage(f"{exc}; using the cached image {known}")
+            return _hit(cache, src, known, platform, opts, 0.0)
+        raise
+    return manifest
+
+
+def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, manifest: Manifest,
+                    platform: str, opts: BuildOptions, start: float) -> BuildResult:
+    digest = manifest.digest
+    rep = opts.reporter
+    if cache.has(digest):
+        return _hit(cache, src, digest, platform, opts, start)
+    lock = cache.lock(digest)
+    if not lock.acquire(done=lambda: cache.has(digest), on_wait=rep.waiting):
+        return _hit(cache, src, digest, platform, opts, start)
+    try:
+        if cache.has(digest):
+            return _hit(cache, src, digest, platform, opts, start)
+        _clean_dead_temps(cache, digest)
+        config_bytes = client.get_blob(manifest.config.digest)
+        try:
+            config = json.loads(config_bytes)
+        except ValueError:
+            raise SquallError(f"config {manifest.config.digest} of {client.name} is not JSON: "
+                              "the image is broken; re-push it") from None
+        layers_cache = LayerCache(cache.layer_root)
+        rep.stage(f"downloading {len(manifest.layers)} layers")
+        rep.download_start(sum(d.size for d in manifest.layers))
+        paths = layers_cache.fetch_all(client, manifest.layers, opts.jobs, rep.download_advance)
+        layers = [Layer(d.digest, (lambda p=p: open_blob_file(p)))
+                  for d, p in zip(manifest.layers, paths, strict=True)]
+        sidecar = {
+            "reference": src.text, "canonical": src.canonical, "manifest_digest": digest,
+            "config_digest": manifest.config.digest,
+            "layers": [d.digest for d in manifest.layers],
+            "platform": manifest.platform or _platform_of(config, platform),
+        }
+        result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
+        cache.remember(src.canonical, platform, digest)
+    finally:
+        lock.release()
+    return BuildResult(result[0], digest, src.canonical, False, time.monotonic() - start,
+                       result[1], result[2])
+
+
+def _build_local(src: Source, cache: ImageCache, platform: str, arch: str,
+                 opts: BuildOptions, start: float) -> BuildResult:
+    work = Path(tempfile.mkdtemp(prefix="sqshbuild-", dir=opts.work_dir))
+    try:
+        opts.reporter.stage(f"reading {src.canonical}")
+        image = load_source(src, arch, work)
+        digest = image.key
+        if cache.has(digest):
+            return _hit(cache, src, digest, platform, opts, start)
+        lock = cache.lock(digest)
+        if not lock.acquire(done=lambda: cache.has(digest), on_wait=opts.reporter.waiting):
+            return _hit(cache, src, digest, platform, opts, start)
+        try:
+            _clean_dead_temps(cache, digest)
+            layers = [Layer(name, opener) for name, opener in image.layers]
+            sidecar = {
+                "reference": src.text, "canonical": src.canonical, "manifest_digest": digest,
+                "config_digest": image.config_digest, "layers": [n for n, _ in image.layers],
+                "platform": image.platform or _platform_of(image.config, platform),
+            }
+            path, side, pipeline = _squash_and_publish(cache, digest, image.config, layers,
+                                                       sidecar, opts)
+            cache.remember(src.canonical, platform, digest)
+        finally:
+            lock.release()
+        return BuildResult(path, digest, src.canonical, False, time.monotonic() - start, side,
+                           pipeline)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _platform_of(config: dict[str, Any], default: str) -> str:
+    arch = config.get("architecture")
+    return f"{config.get('os', 'linux')}/{arch}" if arch else default
+
+
+def _clean_dead_temps(cache: ImageCache, digest: str) -> None:
+    """We hold the lock, so any temp file for this entry is a dead build's leftover."""
+    for p in cache.root.glob(f"{TMP_PREFIX}{entry_name(digest)}.*"):
+        p.unlink(missing_ok=True)
+
+
+def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
+                        layers: list[Layer], sidecar: dict[str, Any], opts: BuildOptions
+                        ) -> tuple[Path, dict[str, Any], str]:
+    files = enroot_files.generate(config)
+    probe = VersionProbe()
+    pipeline = pick_pipeline(opts.squash)
+    if opts.output is not None:
+        out_final = opts.output.resolve()
+        tmp = out_final.with_name(f"{TMP_PREFIX}{out_final.name}.{os.getpid()}")
+    else:
+        out_final = cache.sqsh(digest)
+        tmp = cache.temp_path(digest)
+    opts.reporter.stage(f"squashing ({pipeline}, {opts.squash.describe()})")
+    opts.reporter.squash_start(len(layers))
+    try:
+        if pipeline == "stream":
+            _squash_stream(layers, files, probe, tmp, opts)
+        else:
+            _squash_unpack(layers, files, probe, tmp, opts)
+        sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       versions=dict(sorted(probe.found.items())),
+                       squash={"pipeline": pipeline, "compressor": opts.squash.compressor,
+                               "level": opts.squash.level,
+                               "block_size": opts.squash.block_size,
+                               "no_data_compression": opts.squash.no_data_compression},
+                       sqshbuild_version=VERSION,
+                       env=_env_of(config), entrypoint=_ep_of(config))
+        if opts.output is not None:
+            path = _publish_to(tmp, out_final, sidecar)
+        else:
+            path = cache.publish(digest, tmp, sidecar)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    opts.reporter.done()
+    return path, sidecar, pipeline
+
+
+def _env_of(config: dict[str, Any]) -> list[str]:
+    return list((config.get("config") or {}).get("Env") or [])
+
+
+def _ep_of(config: dict[str, Any]) -> dict[str, Any]:
+    inner = config.get("config") or {}
+    return {"entrypoint": inner.get("Entrypoint"), "cmd": inner.get("Cmd"),
+            "workdir": inner.get("WorkingDir") or "/"}
+
+
+def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: VersionProbe,
+                   out: Path, opts: BuildOptions) -> None:
+    argv = tar2sqfs_argv(str(out), opts.squash)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    err_text = ""
+    try:
+        sink = TarSink(proc.stdin, opts.reporter.squash_advance)  # type: ignore[arg-type]
+        merge_layers(layers, sink, files.as_synthetic(), [files.workdir], probe)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        if proc.stderr is not None:
+            err_text = proc.stderr.read().decode(errors="replace")
+    rc = proc.wait()
+    if rc != 0:
+        raise squash_error("tar2sqfs", rc, err_text, str(out))
+
+
+def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: VersionProbe,
+                   out: Path, opts: BuildOptions) -> None:
+    work = Path(tempfile.mkdtemp(prefix="sqshbuild-rootfs-", dir=opts.work_dir))
+    try:
+        rootfs = work / "rootfs"
+        merge_layers(layers, DirSink(rootfs, opts.reporter.squash_advance),
+                     files.as_synthetic(), [files.workdir], probe)
+        argv = mksquashfs_argv(str(rootfs), str(out), opts.squash)
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
+                              stdout=None if opts.squash.progress else subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, check=False)
+        if proc.returncode != 0:
+            raise squash_error("mksquashfs", proc.returncode, proc.stderr, str(out))
+    finally:
+        _rmtree(work)
+
+
+def _rmtree(path: Path) -> None:
+    def onerror(func: Callable[..., Any], p: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=onerror)
+
+
+def _publish_to(tmp: Path, final: Path, sidecar: dict[str, Any]) -> Path:
+    side = final.with_suffix(".json") if final.suffix == ".sqsh" else \
+        final.with_name(final.name + ".json")
+    try:
+        os.chmod(tmp, 0o644)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        sidecar = dict(sidecar, size=tmp.stat().st_size, path=str(final))
+        side.write_text(json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, final)
+        fsync_dir(final.parent)
+    except OSError as exc:
+        raise SquallError(f"cannot write {final}: {exc.strerror}") from None
+    return final
+
+
+def _copy_out(path: Path, output: Path, sidecar: dict[str, Any]) -> Path:
+    output = output.resolve()
+    tmp = output.with_name(f"{TMP_PREFIX}{output.name}.{os.getpid()}")
+    try:
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)  # type: ignore[misc]
+        return _publish_to(tmp, output, dict(sidecar))
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise SquallError(f"cannot write {output}: {exc.strerror}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,264 @@
+"""``sqshbuild``: build (the default verb), inspect, gc."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from squall.cliutil import run_cli
+from squall.errors import SquallError
+from squall.sqshbuild.build import BuildOptions, Reporter, build
+from squall.sqshbuild.cache import ImageCache, parse_size
+from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
+
+
+class _DefaultGroup(click.Group):
+    """``sqshbuild REF`` means ``sqshbuild build REF``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h",
+                                                                      "--version"):
+            args = ["build", *args]
+        return super().parse_args(ctx, args)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+class TerminalReporter(Reporter):
+    """One redrawn status line on stderr (only when stderr is a terminal)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._total = 0
+        self._done = 0
+        self._squashed = 0
+        self._phase = ""
+        self._last = 0.0
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < 0.2:
+            return
+        self._last = now
+        if self._phase == "download" and self._total:
+            pct = min(100, self._done * 100 // self._total)
+            bar = "#" * (pct // 4)
+            line = f"download [{bar:<25}] {pct:3d}% {_human(self._done)}/{_human(self._total)}"
+        elif self._phase == "squash":
+            line = f"squash   {_human(self._squashed)} of files written"
+        else:
+            return
+        sys.stderr.write("\r\033[K" + line)
+        sys.stderr.flush()
+
+    def stage(self, text: str) -> None:
+        with self._lock:
+            sys.stderr.write("\r\033[K" + text + "\n")
+
+    def waiting(self, owner: dict[str, object] | None) -> None:
+        who = f"{owner.get('host')} pid {owner.get('pid')}" if owner else "another build"
+        self.stage(f"waiting for {who}, which is building this image")
+
+    def download_start(self, total: int) -> None:
+        with self._lock:
+            self._phase, self._total, self._done = "download", total, 0
+
+    def download_advance(self, n: int) -> None:
+        with self._lock:
+            self._done += n
+            self._draw()
+
+    def squash_start(self, layers: int) -> None:
+        with self._lock:
+            if self._phase == "download":
+                self._draw(force=True)
+                sys.stderr.write("\n")
+            self._phase, self._squashed = "squash", 0
+
+    def squash_advance(self, n: int) -> None:
+        with self._lock:
+            self._squashed += n
+            self._draw()
+
+    def done(self) -> None:
+        with self._lock:
+            self._draw(force=True)
+            sys.stderr.write("\n")
+            self._phase = ""
+
+
+class PlainReporter(Reporter):
+    """Stage lines only (stderr is not a terminal, and not --quiet)."""
+
+    def stage(self, text: str) -> None:
+        click.echo(text, err=True)
+
+    def waiting(self, owner: dict[str, object] | None) -> None:
+        who = f"{owner.get('host')} pid {owner.get('pid')}" if owner else "another build"
+        click.echo(f"waiting for {who}, which is building this image", err=True)
+
+
+@click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option("0.1.0", prog_name="sqshbuild")
+def cli() -> None:
+    """OCI/Docker images to Enroot squashfs files, built once per cluster and cached by digest.
+
+    REF is REGISTRY/NAME[:TAG|@sha256:...], a Docker Hub name (ubuntu:24.04), Enroot's
+    docker://[USER@][REGISTRY#]IMAGE[:TAG], dockerd://IMAGE, docker-archive:FILE.tar,
+    oci-archive:FILE.tar or oci:DIR[:TAG]. `sqshbuild REF` is `sqshbuild build REF`.
+    """
+
+
+def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    try:
+        return parse_size(value)
+    except SquallError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command("build")
+@click.argument("ref")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Shared image cache [env SQSHBUILD_CACHE, default /fsx/squall/images].")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the image here instead of (only) the cache.")
+@click.option("--arch", default="", help="Platform to pick from an index [default: this host's].")
+@click.option("--compressor", type=click.Choice(COMPRESSORS), default="zstd", show_default=True)
+@click.option("--level", type=int, default=DEFAULT_LEVEL, show_default=True,
+              help="Compression level (zstd, gzip, xz).")
+@click.option("--block-size", default="128K", callback=_block_size, show_default=True)
+@click.option("--processors", type=int, default=0, help="Squash threads [default: all CPUs].")
+@click.option("--enroot-compat", is_flag=True,
+              help="Enroot's format: -comp lzo -noD (data blocks left uncompressed).")
+@click.option("--pipeline", type=click.Choice(["auto", "stream", "unpack"]), default="auto",
+              show_default=True, help="stream: tar2sqfs, no unpacking; unpack: mksquashfs.")
+@click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST:PORT",
+              help="Allow plain HTTP to this registry [env SQSHBUILD_INSECURE_REGISTRIES].")
+@click.option("--jobs", type=int, default=4, show_default=True, help="Parallel downloads.")
+@click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Scratch space for dockerd:// and the unpack pipeline [default: TMPDIR].")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the image path.")
+def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, compressor: str,
+              level: int, block_size: int, processors: int, enroot_compat: bool, pipeline: str,
+              insecure: tuple[str, ...], jobs: int, work_dir: Path | None, as_json: bool,
+              quiet: bool) -> None:
+    """Build REF into the cache (or -o PATH) and print the image path."""
+    if enroot_compat:
+        squash = ENROOT_COMPAT
+        if pipeline == "stream":
+            raise SquallError("--enroot-compat needs the unpack pipeline (tar2sqfs has no -noD):"
+                              " drop --pipeline stream")
+    else:
+        squash = SquashOptions(compressor=compressor, level=level, block_size=block_size,
+                               processors=processors, pipeline=pipeline)
+    if jobs < 1:
+        raise SquallError(f"--jobs {jobs}: give at least 1")
+    tty = sys.stderr.isatty() and not quiet and not as_json
+    reporter: Reporter
+    if tty:
+        reporter = TerminalReporter()
+    elif quiet or as_json:
+        reporter = Reporter()
+    else:
+        reporter = PlainReporter()
+    squash = SquashOptions(**{**squash.__dict__, "progress": False})
+    result = build(ref, BuildOptions(cache_dir=cache_dir, output=output, arch=arch,
+                                     squash=squash, insecure=insecure, jobs=jobs,
+                                     work_dir=work_dir, reporter=reporter))
+    if as_json:
+        click.echo(json.dumps({"path": str(result.path), "digest": result.digest,
+                               "reference": result.reference, "cached": result.cached,
+                               "seconds": round(result.seconds, 3),
+                               "pipeline": result.pipeline,
+                               "size": result.path.stat().st_size,
+                               "versions": result.sidecar.get("versions", {})}))
+        return
+    if not quiet:
+        what = "cached" if result.cached else f"built in {result.seconds:.1f} s"
+        click.echo(f"{result.reference} ({result.digest}) {what}", err=True)
+    click.echo(str(result.path))
+
+
+def _sidecar_for(image: Path) -> dict[str, Any] | None:
+    for cand in (image.with_suffix(".json"), image.with_name(image.name + ".json")):
+        try:
+            return json.loads(cand.read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+@cli.command()
+@click.argument("image", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the sidecar as JSON.")
+def inspect(image: Path, as_json: bool) -> None:
+    """Print what is known about IMAGE.sqsh: reference, digests, size, versions."""
+    if not image.is_file():
+        raise SquallError(f"{image} does not exist: give the path of a .sqsh file")
+    probe = subprocess.run(["unsquashfs", "-s", str(image)], capture_output=True, text=True,
+                           check=False)
+    if probe.returncode != 0:
+        raise SquallError(f"{image} is not a squashfs image (unsquashfs -s refused it)")
+    side = _sidecar_for(image)
+    if side is None:
+        raise SquallError(f"{image} has no sidecar ({image.with_suffix('.json').name}): it was "
+                          "not built by sqshbuild; rebuild it with sqshbuild to get one")
+    if as_json:
+        click.echo(json.dumps(side, indent=2, sort_keys=True))
+        return
+    click.echo(f"image:      {image}")
+    for key in ("reference", "canonical", "manifest_digest", "config_digest", "platform",
+                "created"):
+        click.echo(f"{key + ':':<12}{side.get(key, '')}")
+    click.echo(f"{'size:':<12}{_human(side.get('size', image.stat().st_size))}")
+    squash = side.get("squash") or {}
+    click.echo(f"{'squash:':<12}{squash.get('pipeline', '')} {squash.get('compressor', '')}")
+    click.echo(f"{'layers:':<12}{len(side.get('layers') or [])}")
+    versions = side.get("versions") or {}
+    click.echo("versions:" + ("" if versions else "    none found"))
+    for name in ("cuda", "cudnn", "nccl", "aws-ofi-nccl", "libfabric", "python", "pytorch"):
+        if name in versions:
+            click.echo(f"  {name + ':':<14}{versions[name]}")
+
+
+@cli.command()
+@click.option("--max-size", required=True, help="Keep the cache under this size, e.g. 500G.")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Shared image cache [env SQSHBUILD_CACHE, default /fsx/squall/images].")
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@click.option("--json", "as_json", is_flag=True)
+def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> None:
+    """Evict least recently used images (and unused layers) until the cache fits."""
+    limit = parse_size(max_size)
+    cache = ImageCache.open(cache_dir)
+    removed = cache.gc(limit, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps({"removed": removed, "dry_run": dry_run}))
+        return
+    verb = "would remove" if dry_run else "removed"
+    for r in removed:
+        click.echo(f"{verb} {r.get('image') or r.get('layer')} ({_human(r['size'])})")
+    if not removed:
+        click.echo(f"cache already under {_human(limit)}")
+
+
+main = run_cli(cli, "sqshbuild")
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

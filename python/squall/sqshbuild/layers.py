@@ -1,0 +1,185 @@
+"""Content-addressed layer cache: parallel downloads, sha256 verified while streaming, resume.
+
+Blobs live at ``<layers>/sha256/<hex>`` exactly as the registry served them (compressed).
+A download in progress is ``<hex>.partial``, guarded by a :class:`SharedLock`
+(``<hex>.lock``) so two builders never write the same partial file. An interrupted download
+(error, SIGKILL) leaves the partial file; the next attempt hashes what is there and asks the
+registry for the rest with ``Range: bytes=N-``. A blob whose digest does not match is deleted
+and never published under its digest.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+
+from squall.errors import SquallError
+from squall.sqshbuild.lock import SharedLock
+from squall.sqshbuild.registry import Descriptor, RegistryClient
+
+CHUNK = 1 << 20
+Progress = Callable[[int], None]
+
+
+def _hex(digest: str) -> str:
+    algo, _, hexpart = digest.partition(":")
+    if algo != "sha256" or len(hexpart) != 64 or not all(c in "0123456789abcdef" for c in hexpart):
+        raise SquallError(f"unsupported or malformed digest {digest!r}: only sha256 is supported")
+    return hexpart
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _disk_error(exc: OSError, path: Path) -> SquallError:
+    if exc.errno == errno.ENOSPC:
+        return SquallError(f"disk full while writing {path}: free space or move the cache "
+                           "(--cache-dir / SQSHBUILD_CACHE, SQSHBUILD_LAYER_CACHE)")
+    return SquallError(f"cannot write {path}: {exc.strerror}")
+
+
+class LayerCache:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dir = root / "sha256"
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SquallError(f"cannot create layer cache {self.dir}: {exc.strerror}; set "
+                              "SQSHBUILD_LAYER_CACHE or --cache-dir to a writable place") from None
+
+    def path(self, digest: str) -> Path:
+        return self.dir / _hex(digest)
+
+    def has(self, digest: str) -> bool:
+        return self.path(digest).is_file()
+
+    def fetch(self, client: RegistryClient, desc: Descriptor,
+              progress: Progress | None = None) -> Path:
+        """The cached blob for ``desc``, downloading it if needed (waits for another
+        process that is downloading the same blob)."""
+        final = self.path(desc.digest)
+        if final.is_file():
+            if progress:
+                progress(desc.size)
+            return final
+        lock = SharedLock(final.with_name(final.name + ".lock"))
+        if not lock.acquire(done=final.is_file):
+            if progress:
+                progress(desc.size)
+            return final
+        try:
+            if final.is_file():
+                if progress:
+                    progress(desc.size)
+                return final
+            return self._download(client, desc, final, progress)
+        finally:
+            lock.release()
+
+    def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
+                  progress: Progress | None) -> Path:
+        partial = final.with_name(final.name + ".partial")
+        delay = 0.5
+        mismatches = 0
+        for attempt in range(client.retries):
+            try:
+                self._download_once(client, desc, partial, progress)
+            except _Retry as exc:
+                if attempt + 1 >= client.retries:
+                    raise SquallError(f"download of {desc.digest} from {client.name} kept "
+                                      f"failing ({exc}): check the network and try again") from None
+                time.sleep(delay)
+                delay *= 2
+                continue
+            except _Mismatch as exc:
+                partial.unlink(missing_ok=True)
+                mismatches += 1
+                if mismatches >= 2:
+                    raise SquallError(
+                        f"digest mismatch for layer {desc.digest} from {client.name}: the data "
+                        f"hashes to {exc}; the registry served corrupt or tampered content, "
+                        "nothing was published") from None
+                continue
+            try:
+                os.rename(partial, final)
+                _fsync_dir(self.dir)
+            except OSError as exc:
+                raise _disk_error(exc, final) from None
+            return final
+        raise SquallError(f"download of {desc.digest} from {client.name} failed: try again")
+
+    def _download_once(self, client: RegistryClient, desc: Descriptor, partial: Path,
+                       progress: Progress | None) -> None:
+        hasher = hashlib.sha256()
+        have = 0
+        if partial.exists():
+            with open(partial, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    hasher.update(chunk)
+                    have += len(chunk)
+            if desc.size and have > desc.size:
+                partial.unlink()
+                hasher, have = hashlib.sha256(), 0
+        if desc.size and have == desc.size:
+            resp = None
+        else:
+            resp = client.open_blob(desc.digest, have)
+            if resp.status_code == 416 or (have and resp.status_code == 200):
+                # the registry cannot resume: start over
+                resp.close()
+                hasher, have = hashlib.sha256(), 0
+                resp = client.open_blob(desc.digest, 0)
+        if progress and have:
+            progress(have)
+        try:
+            with open(partial, "ab" if have else "wb") as out:
+                if resp is not None:
+                    try:
+                        for chunk in resp.iter_content(CHUNK):
+                            out.write(chunk)
+                            hasher.update(chunk)
+                            if progress:
+                                progress(len(chunk))
+                    except (requests.RequestException, ConnectionError) as exc:
+                        out.flush()
+                        raise _Retry(type(exc).__name__) from None
+                    finally:
+                        resp.close()
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as exc:
+            raise _disk_error(exc, partial) from None
+        got = "sha256:" + hasher.hexdigest()
+        if got != desc.digest:
+            raise _Mismatch(got)
+
+    def fetch_all(self, client: RegistryClient, descs: list[Descriptor], jobs: int = 4,
+                  progress: Progress | None = None) -> list[Path]:
+        unique = list(dict.fromkeys(descs))
+        if not unique:
+            return []
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(unique)))) as pool:
+            paths = dict(zip(unique, pool.map(lambda d: self.fetch(client, d, progress), unique),
+                             strict=True))
+        return [paths[d] for d in descs]
+
+
+class _Retry(Exception):
+    pass
+
+
+class _Mismatch(Exception):
+    pass

@@ -1,0 +1,123 @@
+"""Turn a merged root filesystem into a squashfs file.
+
+Two pipelines, chosen by :func:`pick_pipeline`:
+
+- ``stream``: the merged tree is written as one tar stream into ``tar2sqfs``
+  (squashfs-tools-ng); nothing is unpacked to disk.
+- ``unpack``: the merged tree is written into a work directory, then ``mksquashfs
+  -all-root``; required for Enroot's ``-noD`` (data blocks left uncompressed), which
+  ``tar2sqfs`` cannot do.
+
+The benchmark (``bench/bench_sqshbuild.py``, results in ``bench/results/sqshbuild.md``)
+measures both; the default follows its numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from squall.errors import SquallError
+
+COMPRESSORS = ("zstd", "gzip", "lzo", "lz4", "xz")
+DEFAULT_COMPRESSOR = "zstd"
+DEFAULT_LEVEL = 3
+
+
+@dataclass(frozen=True)
+class SquashOptions:
+    compressor: str = DEFAULT_COMPRESSOR
+    level: int | None = DEFAULT_LEVEL  # zstd/gzip/xz level; None = the tool's default
+    block_size: int = 128 * 1024
+    processors: int = 0  # 0 = all CPUs
+    no_data_compression: bool = False  # Enroot's -noD
+    pipeline: str = "auto"  # auto | stream | unpack
+    progress: bool = False
+
+    def jobs(self) -> int:
+        return self.processors or (os.cpu_count() or 1)
+
+    def describe(self) -> str:
+        lvl = f" level {self.level}" if self.level is not None and self.compressor == "zstd" else ""
+        return f"{self.compressor}{lvl}{' -noD' if self.no_data_compression else ''}"
+
+
+ENROOT_COMPAT = SquashOptions(compressor="lzo", level=None, no_data_compression=True,
+                              pipeline="unpack")
+
+
+def check_options(opts: SquashOptions) -> None:
+    if opts.compressor not in COMPRESSORS:
+        raise SquallError(f"unknown compressor {opts.compressor!r}: use one of "
+                          f"{', '.join(COMPRESSORS)}")
+    bs = opts.block_size
+    if bs < 4096 or bs > 1 << 20 or bs & (bs - 1):
+        raise SquallError(f"block size {bs} is not a power of two between 4K and 1M: "
+                          "use e.g. 128K or 1M")
+    if opts.pipeline not in ("auto", "stream", "unpack"):
+        raise SquallError(f"unknown pipeline {opts.pipeline!r}: use auto, stream or unpack")
+    if opts.pipeline == "stream" and opts.no_data_compression:
+        raise SquallError("the stream pipeline (tar2sqfs) cannot leave data uncompressed (-noD):"
+                          " use --pipeline unpack or drop --enroot-compat")
+
+
+def pick_pipeline(opts: SquashOptions) -> str:
+    if opts.pipeline != "auto":
+        return opts.pipeline
+    if opts.no_data_compression or shutil.which("tar2sqfs") is None:
+        return "unpack"
+    return DEFAULT_PIPELINE
+
+
+# Chosen from bench/results/sqshbuild.md (see docs/sqshbuild.md).
+DEFAULT_PIPELINE = "stream"
+
+
+def _need(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise SquallError(f"{tool} not found: install {package} (apt install {package})")
+    return path
+
+
+def mksquashfs_argv(rootfs: str, out: str, opts: SquashOptions) -> list[str]:
+    argv = [_need("mksquashfs", "squashfs-tools"), rootfs, out, "-noappend", "-all-root",
+            "-no-xattrs", "-comp", opts.compressor, "-b", str(opts.block_size),
+            "-processors", str(opts.jobs())]
+    if opts.level is not None and opts.compressor in ("zstd", "gzip"):
+        argv += ["-Xcompression-level", str(opts.level)]
+    if opts.no_data_compression:
+        argv.append("-noD")
+    argv.append("-progress" if opts.progress else "-no-progress")
+    if not opts.progress:
+        argv.append("-quiet")
+    return argv
+
+
+def tar2sqfs_argv(out: str, opts: SquashOptions) -> list[str]:
+    argv = [_need("tar2sqfs", "squashfs-tools-ng"), "--force", "--quiet", "--no-xattr",
+            "--compressor", opts.compressor, "--block-size", str(opts.block_size),
+            "--num-jobs", str(opts.jobs()), "--defaults", "uid=0,gid=0,mode=0755"]
+    if opts.level is not None and opts.compressor in ("zstd", "gzip", "xz"):
+        argv += ["--comp-extra", f"level={opts.level}"]
+    argv.append(out)
+    return argv
+
+
+def run_mksquashfs(rootfs: str, out: str, opts: SquashOptions) -> None:
+    argv = mksquashfs_argv(rootfs, out, opts)
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
+                          stdout=None if opts.progress else subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise squash_error("mksquashfs", proc.returncode, proc.stderr, out)
+
+
+def squash_error(tool: str, rc: int, stderr: str, out: str) -> SquallError:
+    last = (stderr or "").strip().splitlines()[-1:] or [""]
+    if "No space left" in (stderr or ""):
+        return SquallError(f"disk full while writing {out}: free space or move the cache")
+    return SquallError(f"{tool} failed (exit {rc}: {last[0]}) writing {out}: check free space "
+                       "and the options")
