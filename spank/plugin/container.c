@@ -1,0 +1,251 @@
+/* container.c: see container.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "container.h"
+#include "pidfd.h"
+
+#define STOP_GRACE_MS 10000
+#define KILL_GRACE_MS 3000
+
+void sq_container_init(struct sq_container *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->pid = -1;
+	c->pidfd = c->ns_user = c->ns_mnt = c->ns_cgroup = c->root_fd = c->cwd_fd = -1;
+	c->child.pid = -1;
+	c->child.out_fd = c->child.err_fd = -1;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Open /proc/PID/ns/NAME; -1 (and no error) when it is our own namespace already,
+ * e.g. a runtime that does not unshare the cgroup namespace. */
+static int open_ns(pid_t pid, const char *name, int *out, char *err, size_t errlen)
+{
+	char path[64], self[64];
+	struct stat a, b;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, name);
+	snprintf(self, sizeof(self), "/proc/self/ns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open the container's %s namespace (%s): %s",
+			 name, path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &a) == 0 && stat(self, &b) == 0 && a.st_ino == b.st_ino &&
+	    a.st_dev == b.st_dev) {
+		close(fd);
+		fd = -1;
+	}
+	*out = fd;
+	return 0;
+}
+
+static int read_environ(struct sq_container *c, char *err, size_t errlen)
+{
+	char path[64];
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)c->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (buf == NULL || fd < 0) {
+		snprintf(err, errlen, "cannot read the container's environment (%s): %s", path,
+			 strerror(errno));
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	for (;;) {
+		ssize_t n;
+		if (len == cap) {
+			char *bigger = realloc(buf, cap * 2);
+			if (bigger == NULL)
+				break;
+			buf = bigger;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	c->environ = buf;
+	c->environ_len = len;
+	return 0;
+}
+
+static int hold(struct sq_container *c, char *err, size_t errlen)
+{
+	char path[64];
+
+	c->pidfd = sq_pidfd_open(c->pid);
+	if (c->pidfd < 0) {
+		snprintf(err, errlen, "cannot hold the container process %d (pidfd_open: %s); "
+			 "a Linux kernel 5.3 or newer is needed", (int)c->pid, strerror(errno));
+		return -1;
+	}
+	if (open_ns(c->pid, "user", &c->ns_user, err, errlen) < 0 ||
+	    open_ns(c->pid, "mnt", &c->ns_mnt, err, errlen) < 0 ||
+	    open_ns(c->pid, "cgroup", &c->ns_cgroup, err, errlen) < 0)
+		return -1;
+	if (c->ns_mnt < 0) {
+		snprintf(err, errlen, "the runtime started the container in the node's own mount "
+			 "namespace: check that the enroot= path in plugstack.conf is Enroot");
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)c->pid);
+	c->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)c->pid);
+	c->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (c->root_fd < 0 || c->cwd_fd < 0) {
+		snprintf(err, errlen, "cannot open the container's root or working directory: %s",
+			 strerror(errno));
+		return -1;
+	}
+	return read_environ(c, err, errlen);
+}
+
+static void start_failure(struct sq_container *c, const char *why, char *err, size_t errlen)
+{
+	char tail[600];
+
+	sq_capture_tail(c->child.err_fd, 3, tail, sizeof(tail));
+	if (tail[0] == '\0')
+		sq_capture_tail(c->child.out_fd, 3, tail, sizeof(tail));
+	snprintf(err, errlen, "container start failed (%s): %s", why,
+		 tail[0] ? tail : "the runtime printed nothing");
+}
+
+int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
+		       char *err, size_t errlen)
+{
+	const char *argv[16];
+	int n = 0, status;
+	pid_t got;
+
+	argv[n++] = r->enroot;
+	argv[n++] = "start";
+	if (r->writable == 1)
+		argv[n++] = "--rw";
+	if (r->remap_root == 1)
+		argv[n++] = "--root";
+	if (r->conf_path != NULL) {
+		argv[n++] = "--conf";
+		argv[n++] = r->conf_path;
+	}
+	argv[n++] = r->target;
+	/* The container's first process stops itself once the runtime has set up
+	 * everything; the tasks then join its namespaces. */
+	argv[n++] = "sh";
+	argv[n++] = "-c";
+	argv[n++] = "kill -STOP $$; exit 0";
+	argv[n] = NULL;
+
+	if (sq_spawn(r->enroot, (char *const *)argv, r->envp, r->cred, &c->child, err, errlen) < 0)
+		return -1;
+	c->pid = c->child.pid;
+	do {
+		got = waitpid(c->pid, &status, WUNTRACED);
+	} while (got < 0 && errno == EINTR);
+	if (got != c->pid) {
+		snprintf(err, errlen, "lost track of the runtime (pid %d): %s", (int)c->pid,
+			 strerror(errno));
+		c->pid = -1;
+		return -1;
+	}
+	if (!WIFSTOPPED(status)) {
+		char why[64];
+		sq_status_text(status, why, sizeof(why));
+		start_failure(c, why, err, errlen);
+		c->pid = -1;      /* reaped */
+		return -1;
+	}
+	if (hold(c, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen)
+{
+	if (c->ns_user >= 0 && setns(c->ns_user, CLONE_NEWUSER) < 0)
+		return snprintf(err, errlen, "cannot join the container's user namespace: %s",
+				strerror(errno)), -1;
+	if (setns(c->ns_mnt, CLONE_NEWNS) < 0)
+		return snprintf(err, errlen, "cannot join the container's mount namespace: %s",
+				strerror(errno)), -1;
+	if (c->ns_cgroup >= 0 && setns(c->ns_cgroup, CLONE_NEWCGROUP) < 0)
+		return snprintf(err, errlen, "cannot join the container's cgroup namespace: %s",
+				strerror(errno)), -1;
+	/* The namespace's root is the runtime's new root after pivot_root; chroot to the
+	 * held root as well, so a runtime that used chroot is joined the same way. */
+	if (fchdir(c->root_fd) < 0 || chroot(".") < 0)
+		return snprintf(err, errlen, "cannot enter the container's root filesystem: %s",
+				strerror(errno)), -1;
+	if (workdir != NULL) {
+		if (chdir(workdir) < 0)
+			return snprintf(err, errlen, "--container-workdir=%s: cannot change to it "
+					"inside the container: %s", workdir, strerror(errno)), -1;
+	} else if (fchdir(c->cwd_fd) < 0 && chdir("/") < 0) {
+		return snprintf(err, errlen, "cannot change to the container's working "
+				"directory: %s", strerror(errno)), -1;
+	}
+	return 0;
+}
+
+int sq_container_alive(const struct sq_container *c)
+{
+	return c->pidfd >= 0 && sq_pidfd_signal(c->pidfd, 0) == 0;
+}
+
+void sq_container_stop(struct sq_container *c)
+{
+	if (c->pidfd >= 0) {
+		/* Let the stopped shell run on to `exit 0`: the runtime then unmounts. */
+		sq_pidfd_signal(c->pidfd, SIGCONT);
+		if (sq_pidfd_wait_exit(c->pidfd, STOP_GRACE_MS) == 0) {
+			sq_pidfd_signal(c->pidfd, SIGKILL);
+			sq_pidfd_wait_exit(c->pidfd, KILL_GRACE_MS);
+		}
+	} else if (c->pid > 0) {
+		kill(c->pid, SIGKILL);
+	}
+	if (c->pid > 0) {
+		/* slurmstepd may have reaped it already: ECHILD is fine. */
+		while (waitpid(c->pid, NULL, c->pidfd >= 0 ? WNOHANG : 0) < 0 && errno == EINTR)
+			;
+	}
+	close_fd(&c->pidfd);
+	close_fd(&c->ns_user);
+	close_fd(&c->ns_mnt);
+	close_fd(&c->ns_cgroup);
+	close_fd(&c->root_fd);
+	close_fd(&c->cwd_fd);
+	free(c->environ);
+	c->environ = NULL;
+	c->environ_len = 0;
+	sq_child_close(&c->child);
+	c->pid = -1;
+}

@@ -1,0 +1,57 @@
+/*
+ * container.h: the per-node container of a step -- start, join, stop. The only module
+ * that knows how a container is held; keeping one alive for a whole job later changes
+ * this file alone.
+ *
+ * start: `enroot start [--rw] [--root] [--conf FILE] TARGET sh -c 'kill -STOP $$; exit 0'`
+ *        as the job user; when that shell has stopped itself the container is fully set
+ *        up. It is then held by a pidfd and by descriptors on its user, mount and cgroup
+ *        namespaces, its root and its working directory, and its environment is read.
+ * join:  in each task before exec: setns user, mount, cgroup; chroot to the held root;
+ *        chdir to the workdir (or the container's own working directory).
+ * stop:  SIGCONT lets the shell exit 0 so the runtime tears down its mounts; SIGKILL if
+ *        it does not go within the grace time; the process is reaped.
+ */
+#ifndef SQUALL_PLUGIN_CONTAINER_H
+#define SQUALL_PLUGIN_CONTAINER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "runcmd.h"
+
+struct sq_container {
+	pid_t pid;              /* for messages only; use pidfd */
+	int pidfd;
+	int ns_user;            /* -1 when the container shares ours */
+	int ns_mnt;
+	int ns_cgroup;
+	int root_fd;
+	int cwd_fd;
+	char *environ;          /* /proc/PID/environ block, NUL-separated */
+	size_t environ_len;
+	struct sq_child child;  /* the runtime's captured output */
+};
+
+struct sq_start_request {
+	const char *enroot;     /* runtime executable */
+	const char *conf_path;  /* NULL: no --conf */
+	const char *target;     /* image file or created container name */
+	int writable;           /* 1: --rw */
+	int remap_root;         /* 1: --root */
+	char *const *envp;      /* the runtime's environment */
+	const struct sq_cred *cred;
+};
+
+void sq_container_init(struct sq_container *c);
+/* 0 ok; -1 with err "container start failed (...): <runtime's last lines>". */
+int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
+		       char *err, size_t errlen);
+/* In a task, before exec. workdir NULL: the container's working directory. */
+int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);
+/* Release everything; safe on a container that never started. */
+void sq_container_stop(struct sq_container *c);
+/* 1 while the held process is alive (stopped counts). */
+int sq_container_alive(const struct sq_container *c);
+
+#endif

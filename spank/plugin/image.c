@@ -1,0 +1,174 @@
+/* image.c: see image.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "imageref.h"
+#include "image.h"
+
+void sq_hash_hex(const char *s, size_t len, char out[17])
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211ULL;
+	}
+	snprintf(out, 17, "%016" PRIx64, h);
+}
+
+static const char *host(void)
+{
+	static char name[256];
+
+	if (name[0] == '\0' && gethostname(name, sizeof(name) - 1) < 0)
+		snprintf(name, sizeof(name), "this node");
+	return name;
+}
+
+int sq_image_check_file(const char *what, const char *path, char identity[17],
+			char *err, size_t errlen)
+{
+	unsigned char magic[4];
+	struct stat st;
+	char id[160];
+	int fd, n;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT || e == ENOTDIR)
+			snprintf(err, errlen, "%s: no such file on %s: check the path; images must "
+				 "be on storage every node sees (e.g. /fsx)", what, host());
+		else if (e == EACCES)
+			snprintf(err, errlen, "%s: permission denied for the job user on %s: make "
+				 "the file (and its directories) readable by you", what, host());
+		else
+			snprintf(err, errlen, "%s: cannot open it on %s: %s", what, host(),
+				 strerror(e));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file: give the path of a .sqsh image",
+			 what);
+		close(fd);
+		return -1;
+	}
+	n = (int)pread(fd, magic, sizeof(magic), 0);
+	close(fd);
+	if (n != 4 || memcmp(magic, "hsqs", 4) != 0) {
+		snprintf(err, errlen, "%s: not a squashfs image (no 'hsqs' magic at the start): "
+			 "build one with sqshbuild or mksquashfs", what);
+		return -1;
+	}
+	n = snprintf(id, sizeof(id), "%ju:%ju:%jd:%jd.%09ld", (uintmax_t)st.st_dev,
+		     (uintmax_t)st.st_ino, (intmax_t)st.st_size, (intmax_t)st.st_mtim.tv_sec,
+		     st.st_mtim.tv_nsec);
+	sq_hash_hex(id, (size_t)n, identity);
+	return 0;
+}
+
+static char *absolute(const char *path, const char *cwd)
+{
+	char *out = NULL;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (cwd == NULL || asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
+}
+
+static int build_from_registry(const char *text, const struct sq_image_env *e,
+			       struct sq_image *out, char *err, size_t errlen)
+{
+	const char *argv[] = { e->sqshbuild, "build", "--quiet", "--cache-dir", e->cache_dir,
+			       text, NULL };
+	struct sq_child child;
+	char line[PATH_MAX + 64], what[2 * PATH_MAX + 160];
+	int status;
+
+	if (access(e->sqshbuild, X_OK) < 0) {
+		snprintf(err, errlen, "--container-image=%s: registry images are built by "
+			 "sqshbuild, which is not executable at %s on %s: install squall there or "
+			 "set sqshbuild= in plugstack.conf", text, e->sqshbuild, host());
+		return -1;
+	}
+	if (sq_run(e->sqshbuild, (char *const *)argv, e->envp, e->cred, &status, &child, err,
+		   errlen) < 0)
+		return -1;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		char why[64];
+		sq_status_text(status, why, sizeof(why));
+		sq_capture_tail(child.err_fd, 1, line, sizeof(line));
+		snprintf(err, errlen, "--container-image=%s: sqshbuild failed (%s): %s", text, why,
+			 line[0] ? line : "it printed no error");
+		sq_child_close(&child);
+		return -1;
+	}
+	sq_capture_tail(child.out_fd, 1, line, sizeof(line));
+	sq_child_close(&child);
+	if (line[0] != '/') {
+		snprintf(err, errlen, "--container-image=%s: sqshbuild printed no image path",
+			 text);
+		return -1;
+	}
+	out->path = strdup(line);
+	out->from_registry = 1;
+	snprintf(what, sizeof(what), "--container-image=%s (cached as %s)", text, line);
+	if (out->path == NULL)
+		return snprintf(err, errlen, "out of memory"), -1;
+	return sq_image_check_file(what, out->path, out->identity, err, errlen);
+}
+
+int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,
+		     char *err, size_t errlen)
+{
+	struct sq_image_ref ref;
+	char what[PATH_MAX + 32];
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (sq_imgref_parse(text, &ref, err, errlen) < 0) {
+		sq_imgref_free(&ref);
+		return -1;
+	}
+	switch (ref.kind) {
+	case SQ_IMAGE_FILE:
+		out->path = absolute(ref.path, e->cwd);
+		if (out->path == NULL) {
+			snprintf(err, errlen, "--container-image=%s: cannot make the path "
+				 "absolute", text);
+			rc = -1;
+			break;
+		}
+		snprintf(what, sizeof(what), "--container-image=%s", text);
+		rc = sq_image_check_file(what, out->path, out->identity, err, errlen);
+		break;
+	case SQ_IMAGE_REGISTRY:
+		rc = build_from_registry(text, e, out, err, errlen);
+		break;
+	default:
+		snprintf(err, errlen, "--container-image=%s: dockerd:// images are not "
+			 "supported: push the image to a registry or build a .sqsh with "
+			 "sqshbuild", text);
+		rc = -1;
+		break;
+	}
+	sq_imgref_free(&ref);
+	return rc;
+}
+
+void sq_image_free(struct sq_image *img)
+{
+	free(img->path);
+	img->path = NULL;
+}

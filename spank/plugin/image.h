@@ -1,0 +1,43 @@
+/*
+ * image.h: from --container-image to a squashfs file the runtime can start.
+ *
+ * A path is checked as the job user (the caller runs with the user's ids): it must
+ * exist, be readable and start with the squashfs magic "hsqs". A registry reference
+ * is handed to `sqshbuild build --quiet --cache-dir DIR REF` (run as the user), which
+ * pulls it once for the whole cluster into the shared cache and prints the path.
+ * The identity (device, inode, size, mtime of the file) binds named containers to
+ * the exact image they were made from.
+ */
+#ifndef SQUALL_PLUGIN_IMAGE_H
+#define SQUALL_PLUGIN_IMAGE_H
+
+#include <stddef.h>
+
+#include "runcmd.h"
+
+struct sq_image {
+	char *path;           /* absolute path of the .sqsh (heap) */
+	char identity[17];    /* 16 hex digits */
+	int from_registry;
+};
+
+struct sq_image_env {
+	const char *cwd;          /* for ./relative paths */
+	const char *sqshbuild;    /* builder executable */
+	const char *cache_dir;    /* shared cache */
+	char *const *envp;        /* environment for the builder */
+	const struct sq_cred *cred;
+};
+
+int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,
+		     char *err, size_t errlen);
+/* Check that path is a squashfs file the caller can read; fills identity. `what` is the
+ * flag text used in messages. */
+int sq_image_check_file(const char *what, const char *path, char identity[17],
+			char *err, size_t errlen);
+void sq_image_free(struct sq_image *img);
+
+/* FNV-1a 64 of s as 16 hex digits (names and identities). */
+void sq_hash_hex(const char *s, size_t len, char out[17]);
+
+#endif

@@ -1,0 +1,171 @@
+/* named.c: see named.h. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "named.h"
+#include "options.h"
+
+/* Run `enroot ARGS...` to completion; 0 when it exited 0, else -1 with err holding
+ * "<what> failed (<status>): <last lines>". *out gets stdout when out != NULL. */
+static int enroot_call(const struct sq_runtime *rt, const char *what, const char *const *args,
+		       char **out, char *err, size_t errlen)
+{
+	const char *argv[16];
+	struct sq_child child;
+	int n = 0, status;
+
+	argv[n++] = rt->enroot;
+	for (int i = 0; args[i] != NULL && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	if (sq_run(rt->enroot, (char *const *)argv, rt->envp, rt->cred, &status, &child, err,
+		   errlen) < 0)
+		return -1;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		char why[64], tail[600];
+		sq_status_text(status, why, sizeof(why));
+		sq_capture_tail(child.err_fd, 3, tail, sizeof(tail));
+		if (tail[0] == '\0')
+			sq_capture_tail(child.out_fd, 3, tail, sizeof(tail));
+		snprintf(err, errlen, "%s failed (%s): %s", what, why,
+			 tail[0] ? tail : "the runtime printed nothing");
+		sq_child_close(&child);
+		return -1;
+	}
+	if (out != NULL)
+		*out = sq_capture_read(child.out_fd);
+	sq_child_close(&child);
+	return 0;
+}
+
+/* Names from `enroot list`, one per line, that start with prefix: a heap copy of the
+ * listing with matching lines kept, separated by '\n'. */
+static int list_prefixed(const struct sq_runtime *rt, const char *prefix, char ***names,
+			 size_t *count, char *err, size_t errlen)
+{
+	const char *args[] = { "list", NULL };
+	char *text = NULL, *save = NULL, *line;
+	size_t plen = strlen(prefix);
+
+	*names = NULL;
+	*count = 0;
+	if (enroot_call(rt, "enroot list", args, &text, err, errlen) < 0)
+		return -1;
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char **grown;
+		line[strcspn(line, " \t\r")] = '\0';
+		if (strncmp(line, prefix, plen) != 0)
+			continue;
+		grown = realloc(*names, (*count + 1) * sizeof(char *));
+		if (grown == NULL)
+			break;
+		*names = grown;
+		(*names)[(*count)++] = strdup(line);
+	}
+	free(text);
+	return 0;
+}
+
+static void free_names(char **names, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+}
+
+int sq_named_create(const struct sq_runtime *rt, const char *name, const char *image,
+		    char *err, size_t errlen)
+{
+	const char *args[] = { "create", "-n", name, image, NULL };
+	return enroot_call(rt, "enroot create", args, NULL, err, errlen);
+}
+
+int sq_named_remove(const struct sq_runtime *rt, const char *name, char *err, size_t errlen)
+{
+	const char *args[] = { "remove", "-f", name, NULL };
+	return enroot_call(rt, "enroot remove", args, NULL, err, errlen);
+}
+
+int sq_named_prepare(const struct sq_runtime *rt, const char *scope, const char *name, int mode,
+		     const char *image_text, const char *image_path, const char *identity,
+		     char **target, char *err, size_t errlen)
+{
+	char prefix[256], wanted[300], sub[512];
+	char **names = NULL;
+	size_t count = 0, same = 0;
+	int rc = -1;
+
+	*target = NULL;
+	if (mode == SQ_NAME_EXEC) {
+		snprintf(err, errlen, "--container-name=%s:exec: joining a container started by "
+			 "another step is not supported by squall yet: use --container-name=%s "
+			 "(it reuses the container's filesystem)", name, name);
+		return -1;
+	}
+	snprintf(prefix, sizeof(prefix), "squall@%s@%s@", scope, name);
+	if (list_prefixed(rt, prefix, &names, &count, sub, sizeof(sub)) < 0) {
+		snprintf(err, errlen, "--container-name=%s: %s", name, sub);
+		return -1;
+	}
+	if (identity == NULL) {
+		/* No image: reuse the one container of that name as it is. */
+		if (count == 0)
+			snprintf(err, errlen, "--container-name=%s: no such container on this node, "
+				 "and no --container-image to create it from: add --container-image",
+				 name);
+		else if ((*target = strdup(names[0])) != NULL)
+			rc = 0;
+		goto out;
+	}
+	snprintf(wanted, sizeof(wanted), "%s%s", prefix, identity);
+	for (size_t i = 0; i < count; i++)
+		same += strcmp(names[i], wanted) == 0;
+	if (same && mode == SQ_NAME_CREATE) {
+		snprintf(err, errlen, "--container-name=%s:create: the container already exists: "
+			 "drop ':create' to reuse it, or pick another name", name);
+		goto out;
+	}
+	if (!same && count > 0) {
+		if (mode != SQ_NAME_CREATE) {
+			snprintf(err, errlen, "--container-name=%s: the container was made from a "
+				 "different image than --container-image=%s (the image changed): use "
+				 "--container-name=%s:create to replace it, or pick another name",
+				 name, image_text, name);
+			goto out;
+		}
+		for (size_t i = 0; i < count; i++)
+			if (sq_named_remove(rt, names[i], sub, sizeof(sub)) < 0) {
+				snprintf(err, errlen, "--container-name=%s:create: cannot remove the "
+					 "old container: %s", name, sub);
+				goto out;
+			}
+	}
+	if (!same && sq_named_create(rt, wanted, image_path, sub, sizeof(sub)) < 0) {
+		snprintf(err, errlen, "--container-name=%s: %s", name, sub);
+		goto out;
+	}
+	if ((*target = strdup(wanted)) != NULL)
+		rc = 0;
+out:
+	free_names(names, count);
+	return rc;
+}
+
+int sq_named_remove_prefix(const struct sq_runtime *rt, const char *prefix, char *err, size_t errlen)
+{
+	char **names = NULL;
+	size_t count = 0;
+	int removed = 0;
+
+	if (list_prefixed(rt, prefix, &names, &count, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; i < count; i++)
+		if (sq_named_remove(rt, names[i], err, errlen) == 0)
+			removed++;
+	free_names(names, count);
+	return removed;
+}

@@ -1,0 +1,93 @@
+/* report.c: see report.h. */
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+#include "report.h"
+
+static char pending[SQ_ERR_LEN];
+static char phases[1024];
+static double phase_t0;
+
+void sq_report_error(const char *fmt, ...)
+{
+	char line[SQ_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	slurm_error("squall: %s", line);
+	if (pending[0] == '\0')
+		snprintf(pending, sizeof(pending), "%s", line);
+}
+
+const char *sq_report_pending(void)
+{
+	return pending[0] ? pending : NULL;
+}
+
+/* write(2) straight to fd 2: the task's stderr is srun's, and stdio buffers may be
+ * in any state inside slurmstepd's forked child. */
+static void write_line(const char *prefix, const char *text)
+{
+	char line[SQ_ERR_LEN + 64];
+	int n = snprintf(line, sizeof(line), "%s%s\n", prefix, text);
+
+	if (n > 0) {
+		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+		if (write(STDERR_FILENO, line, len) < 0) {
+			/* nothing better to do: the message is in the Slurm log too */
+		}
+	}
+}
+
+void sq_report_flush(void)
+{
+	if (pending[0])
+		write_line("squall: error: ", pending);
+}
+
+void sq_report_now(const char *prefix, const char *fmt, ...)
+{
+	char text[SQ_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	write_line(prefix, text);
+}
+
+double sq_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void sq_phase_begin(void)
+{
+	phase_t0 = sq_now();
+}
+
+void sq_phase_end(const char *phase)
+{
+	size_t used = strlen(phases);
+	double ms = (sq_now() - phase_t0) * 1000.0;
+
+	snprintf(phases + used, sizeof(phases) - used, "%s%s %.1f ms",
+		 used ? ", " : "", phase, ms);
+	phase_t0 = sq_now();
+}
+
+const char *sq_phase_text(void)
+{
+	return phases;
+}

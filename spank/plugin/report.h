@@ -1,0 +1,31 @@
+/*
+ * report.h: messages for the user's terminal, and per-phase timings.
+ *
+ * slurmstepd's own log does not reach srun while the step is being set up, so an error
+ * found in user_init is kept here and printed by the task (whose stderr is srun's) in
+ * task_init, which then fails the task. Everything is one line starting "squall: ".
+ */
+#ifndef SQUALL_PLUGIN_REPORT_H
+#define SQUALL_PLUGIN_REPORT_H
+
+#include <stddef.h>
+
+#define SQ_ERR_LEN 1024
+
+/* Keep the first error of the step (later ones are logged only). */
+void sq_report_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The kept error, or NULL. */
+const char *sq_report_pending(void);
+/* Print the kept error on stderr (the task's, i.e. srun's) and in the Slurm log. */
+void sq_report_flush(void);
+/* Print one line on stderr now (srun / sbatch context, or a task). */
+void sq_report_now(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Timings: sq_phase_begin() then sq_phase_end("start container"); the lines are kept
+ * and printed by the first task with --container-log=verbose. */
+void sq_phase_begin(void);
+void sq_phase_end(const char *phase);
+const char *sq_phase_text(void);
+double sq_now(void);
+
+#endif

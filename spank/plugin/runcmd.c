@@ -1,0 +1,254 @@
+/* runcmd.c: see runcmd.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runcmd.h"
+
+int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	int n = 64;
+
+	memset(c, 0, sizeof(*c));
+	c->uid = uid;
+	c->gid = gid;
+	if (geteuid() != 0)
+		return 0;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL) {
+		snprintf(err, errlen, "user id %u has no passwd entry on this node: add the user "
+			 "to the node's user database", (unsigned)uid);
+		return -1;
+	}
+	for (int tries = 0; tries < 4; tries++) {
+		gid_t *g = calloc((size_t)n, sizeof(*g));
+		int want = n;
+		if (g == NULL)
+			break;
+		if (getgrouplist(pw.pw_name, gid, g, &want) >= 0) {
+			c->groups = g;
+			c->ngroups = want;
+			return 0;
+		}
+		free(g);
+		n = want > n ? want : n * 2;
+	}
+	snprintf(err, errlen, "cannot list the groups of user %s", pw.pw_name);
+	return -1;
+}
+
+void sq_cred_free(struct sq_cred *c)
+{
+	free(c->groups);
+	c->groups = NULL;
+	c->ngroups = 0;
+}
+
+static int capture_fd(const char *name)
+{
+	return memfd_create(name, MFD_CLOEXEC);
+}
+
+/* In the child: report on fd 2 (the stderr memfd) and exit. */
+static void child_fail(const char *what, const char *path)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "squall: %s %s: %s\n", what, path, strerror(errno));
+
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* the exit status still says it failed */
+	}
+	_exit(127);
+}
+
+static void close_other_fds(void)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+		return;
+#endif
+	for (int fd = 3; fd < 65536; fd++)
+		close(fd);
+}
+
+static void become_user(const struct sq_cred *cred)
+{
+	if (cred->groups != NULL && setgroups((size_t)cred->ngroups, cred->groups) < 0)
+		child_fail("cannot set the groups for", "the job user");
+	if (setresgid(cred->gid, cred->gid, cred->gid) < 0)
+		child_fail("cannot set the group id for", "the job user");
+	if (setresuid(cred->uid, cred->uid, cred->uid) < 0)
+		child_fail("cannot set the user id for", "the job user");
+	/* Never run the runtime with any root id left. */
+	if (getuid() != cred->uid || geteuid() != cred->uid || getgid() != cred->gid)
+		child_fail("cannot drop privileges for", "the job user");
+}
+
+static void reset_signals(void)
+{
+	sigset_t all;
+	struct sigaction dfl;
+
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &dfl, NULL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+}
+
+int sq_spawn(const char *path, char *const argv[], char *const envp[],
+	     const struct sq_cred *cred, struct sq_child *child, char *err, size_t errlen)
+{
+	int devnull;
+	pid_t pid;
+
+	child->pid = -1;
+	child->out_fd = capture_fd("squall-stdout");
+	child->err_fd = capture_fd("squall-stderr");
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (child->out_fd < 0 || child->err_fd < 0 || devnull < 0) {
+		snprintf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
+		if (devnull >= 0)
+			close(devnull);
+		sq_child_close(child);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
+		close(devnull);
+		sq_child_close(child);
+		return -1;
+	}
+	if (pid == 0) {
+		/* dup2 clears close-on-exec on the new descriptors */
+		if (dup2(devnull, STDIN_FILENO) < 0 || dup2(child->out_fd, STDOUT_FILENO) < 0 ||
+		    dup2(child->err_fd, STDERR_FILENO) < 0)
+			_exit(127);
+		close_other_fds();
+		reset_signals();
+		become_user(cred);
+		execve(path, argv, envp);
+		child_fail("cannot execute", path);
+	}
+	close(devnull);
+	child->pid = pid;
+	return 0;
+}
+
+int sq_child_wait(struct sq_child *child, int *status)
+{
+	pid_t r;
+
+	do {
+		r = waitpid(child->pid, status, 0);
+	} while (r < 0 && errno == EINTR);
+	return r == child->pid ? 0 : -1;
+}
+
+void sq_child_close(struct sq_child *child)
+{
+	if (child->out_fd >= 0)
+		close(child->out_fd);
+	if (child->err_fd >= 0)
+		close(child->err_fd);
+	child->out_fd = child->err_fd = -1;
+}
+
+int sq_run(const char *path, char *const argv[], char *const envp[], const struct sq_cred *cred,
+	   int *status, struct sq_child *child, char *err, size_t errlen)
+{
+	if (sq_spawn(path, argv, envp, cred, child, err, errlen) < 0)
+		return -1;
+	if (sq_child_wait(child, status) < 0) {
+		snprintf(err, errlen, "lost track of %s (pid %d): %s", path, (int)child->pid,
+			 strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+char *sq_capture_read(int fd)
+{
+	struct stat st;
+	char *buf;
+	ssize_t got;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0)
+		return NULL;
+	if (st.st_size > (16 << 20))
+		st.st_size = 16 << 20;
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL)
+		return NULL;
+	got = pread(fd, buf, (size_t)st.st_size, 0);
+	if (got <= 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[got] = '\0';
+	return buf;
+}
+
+void sq_capture_tail(int fd, int n, char *buf, size_t buflen)
+{
+	char *text = sq_capture_read(fd);
+	char *start, *p;
+	int lines = 0;
+	size_t o = 0;
+
+	if (buflen == 0)
+		return;
+	buf[0] = '\0';
+	if (text == NULL)
+		return;
+	/* walk back over n non-empty lines */
+	p = text + strlen(text);
+	while (p > text && (p[-1] == '\n' || p[-1] == '\r'))
+		*--p = '\0';
+	start = p;
+	while (start > text && lines < n) {
+		start--;
+		if (*start == '\n' && start[1] != '\0' && start[1] != '\n')
+			lines++;
+		if (lines == n)
+			start++;
+	}
+	for (p = start; *p && o + 4 < buflen; p++) {
+		if (*p == '\n') {
+			if (o > 0 && p[1] != '\n' && p[1] != '\0') {
+				memcpy(buf + o, " | ", 3);
+				o += 3;
+			}
+		} else if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			buf[o++] = ' ';
+		} else {
+			buf[o++] = *p;
+		}
+	}
+	buf[o] = '\0';
+	free(text);
+}
+
+void sq_status_text(int status, char *buf, size_t buflen)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, buflen, "exit status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, buflen, "killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, buflen, "status 0x%x", (unsigned)status);
+}

@@ -1,0 +1,55 @@
+/*
+ * runcmd.h: every external program (enroot, sqshbuild) runs through here.
+ *
+ * fork + execve with an argv (never a shell string), as the job user with real,
+ * effective and saved ids all set (and the user's groups when called as root),
+ * stdin from /dev/null, stdout and stderr each captured into an anonymous memory file
+ * (memfd) so their last lines can name a failure even while the child lives on,
+ * signal dispositions and mask reset, every other descriptor closed.
+ */
+#ifndef SQUALL_PLUGIN_RUNCMD_H
+#define SQUALL_PLUGIN_RUNCMD_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct sq_cred {
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups;    /* set when we are root and must set them; else NULL */
+	int ngroups;
+};
+
+/* Prepare the credentials of user uid (group gid). Looks up the supplementary groups
+ * only when the caller is root (slurmstepd's user_init has set them already). */
+int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errlen);
+void sq_cred_free(struct sq_cred *c);
+
+struct sq_child {
+	pid_t pid;
+	int out_fd;       /* memfd with the child's stdout */
+	int err_fd;       /* memfd with the child's stderr */
+};
+
+/* Start path with argv/envp as the user. The child's failures before exec (setuid,
+ * exec) are written on its stderr and it exits 127. 0 ok, -1 error. */
+int sq_spawn(const char *path, char *const argv[], char *const envp[],
+	     const struct sq_cred *cred, struct sq_child *child, char *err, size_t errlen);
+/* Wait for the child to exit; *status as waitpid. Closes nothing. */
+int sq_child_wait(struct sq_child *child, int *status);
+void sq_child_close(struct sq_child *child);
+
+/* Run to completion. 0 when it ran (whatever its exit status, in *status). */
+int sq_run(const char *path, char *const argv[], char *const envp[], const struct sq_cred *cred,
+	   int *status, struct sq_child *child, char *err, size_t errlen);
+
+/* The last n non-empty lines of a captured stream joined with " | ", control bytes
+ * replaced, into buf ("" when empty). */
+void sq_capture_tail(int fd, int n, char *buf, size_t buflen);
+/* The whole capture as a heap string (NULL when empty or on error). */
+char *sq_capture_read(int fd);
+
+/* "exit status 3" / "killed by signal 9" */
+void sq_status_text(int status, char *buf, size_t buflen);
+
+#endif

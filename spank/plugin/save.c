@@ -1,0 +1,74 @@
+/* save.c: see save.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "save.h"
+
+/* rename or unlink as the user, in a child, so root never follows the user's paths. */
+static int as_user(const struct sq_cred *cred, const char *from, const char *to)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		if ((cred->groups && setgroups((size_t)cred->ngroups, cred->groups) < 0) ||
+		    setresgid(cred->gid, cred->gid, cred->gid) < 0 ||
+		    setresuid(cred->uid, cred->uid, cred->uid) < 0)
+			_exit(126);
+		_exit((to ? rename(from, to) : unlink(from)) == 0 ? 0 : 1);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int sq_save_export(const struct sq_runtime *rt, const char *container, const char *path,
+		   uint32_t jobid, uint32_t stepid, char *err, size_t errlen)
+{
+	char dir_buf[PATH_MAX], base_buf[PATH_MAX], tmp[PATH_MAX + 64];
+	const char *argv[8];
+	struct sq_child child;
+	int status;
+
+	snprintf(dir_buf, sizeof(dir_buf), "%s", path);
+	snprintf(base_buf, sizeof(base_buf), "%s", path);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.squall-%u.%u.tmp", dirname(dir_buf), basename(base_buf),
+		 (unsigned)jobid, (unsigned)stepid);
+	argv[0] = rt->enroot;
+	argv[1] = "export";
+	argv[2] = "-f";
+	argv[3] = "-o";
+	argv[4] = tmp;
+	argv[5] = container;
+	argv[6] = NULL;
+	if (sq_run(rt->enroot, (char *const *)argv, rt->envp, rt->cred, &status, &child, err,
+		   errlen) < 0)
+		return -1;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		char why[64], tail[600];
+		sq_status_text(status, why, sizeof(why));
+		sq_capture_tail(child.err_fd, 3, tail, sizeof(tail));
+		snprintf(err, errlen, "enroot export failed (%s): %s", why, tail);
+		sq_child_close(&child);
+		as_user(rt->cred, tmp, NULL);
+		return -1;
+	}
+	sq_child_close(&child);
+	if (as_user(rt->cred, tmp, path) < 0) {
+		snprintf(err, errlen, "cannot move the saved image into place at %s", path);
+		as_user(rt->cred, tmp, NULL);
+		return -1;
+	}
+	return 0;
+}

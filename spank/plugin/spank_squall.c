@@ -1,0 +1,575 @@
+/*
+ * spank_squall.c: the slurmstepd, srun and sbatch callbacks -- the order of things.
+ *
+ *   init          all contexts: plugstack arguments (refuse to load on a bad one),
+ *                 register the flags in srun, sbatch/salloc and slurmstepd
+ *   init_post_opt srun/sbatch: environment sources, final check, errors on the terminal
+ *                 slurmstepd (root): decide whether the step runs in a container,
+ *                 create the per-user runtime directory
+ *   user_init     slurmstepd, as the user, before any task: resolve the image, check
+ *                 mounts, EFA plan, named container, start the node's one container
+ *   task_init     each task, as the user, before exec: raise a kept error, or join
+ *                 the container and take its environment
+ *   exit          slurmstepd: stop the container, --container-save on node 0
+ *   job_epilog    slurmd: remove the job's named containers (container_scope=job)
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <pwd.h>
+
+#include <slurm/spank.h>
+
+#include "args.h"
+#include "config.h"
+#include "container.h"
+#include "efa.h"
+#include "env.h"
+#include "image.h"
+#include "mounts.h"
+#include "mounts_exist.h"
+#include "named.h"
+#include "report.h"
+#include "runcmd.h"
+#include "save.h"
+#include "stepconf.h"
+
+SPANK_PLUGIN(squall, 1);
+
+#ifndef SQ_LIBEXEC_DIR
+#define SQ_LIBEXEC_DIR "/usr/local/libexec/squall"
+#endif
+/* Slurm's special step ids (slurm.h), stable across 22.05 .. 26.05. */
+#define SQ_STEP_BATCH 0xfffffffbU
+#define SQ_STEP_EXTERN 0xfffffffcU
+
+static struct sq_config cfg;
+static int cfg_ready;
+
+/* Everything one slurmstepd knows about its step. */
+static struct {
+	int active;            /* the step runs in a container */
+	int failed;            /* an error is kept for task_init */
+	uid_t uid;
+	gid_t gid;
+	uint32_t jobid, stepid, nodeid;
+	struct sq_cred cred_root;   /* for calls made as root (exit): with the groups */
+	char runtime_dir[PATH_MAX];
+	char conf_path[PATH_MAX + 64];
+	char warnings[1024];        /* printed once by local task 0 */
+	char *target;               /* what `enroot start` got: image path or name */
+	char *save_container;       /* container created for --container-save, removed at exit */
+	char **runtime_env;
+	struct sq_image image;
+	struct sq_container ctr;
+	int verbose;
+	int entrypoint_log;
+} st;
+
+static void fail(const char *msg)
+{
+	sq_report_error("%s", msg);
+	st.failed = 1;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	char err[512];
+	spank_context_t ctx = spank_context();
+
+	if (sq_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
+		slurm_error("squall: %s", err);
+		if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR)
+			sq_report_now("squall: error: ", "%s", err);
+		return -1;
+	}
+	cfg_ready = 1;
+	sq_container_init(&st.ctr);
+	if (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR)
+		return sq_args_register(sp);
+	return 0;
+}
+
+/* srun / sbatch / salloc: everything the user can get wrong in the flags is said here,
+ * on the terminal, before anything is allocated. */
+static int post_opt_local(void)
+{
+	extern char **environ;
+	char err[512], warn[512];
+	int r;
+
+	if (sq_args_error() != NULL)
+		return -1;
+	if (sq_args_load_env(environ, err, sizeof(err)) < 0) {
+		sq_report_now("squall: error: ", "%s", err);
+		return -1;
+	}
+	r = sq_opts_check(&sq_args, warn, sizeof(warn), err, sizeof(err));
+	if (r < 0) {
+		sq_report_now("squall: error: ", "%s", err);
+		return -1;
+	}
+	if (r == 0 && warn[0])
+		sq_report_now("squall: warning: ", "%s", warn);
+	return 0;
+}
+
+static int make_runtime_dir(void)
+{
+	char user_dir[PATH_MAX];
+
+	/* As root: runtime_path/ (root, 0755) then runtime_path/UID (the user, 0700). */
+	if (mkdir(cfg.runtime_path, 0755) < 0 && errno != EEXIST)
+		goto fail;
+	snprintf(user_dir, sizeof(user_dir), "%s/%u", cfg.runtime_path, (unsigned)st.uid);
+	if (mkdir(user_dir, 0700) < 0) {
+		struct stat s;
+		if (errno != EEXIST || lstat(user_dir, &s) < 0 || !S_ISDIR(s.st_mode) ||
+		    s.st_uid != st.uid) {
+			sq_report_error("runtime directory %s is not a directory owned by the job "
+					"user: remove it (plugstack.conf runtime_path=%s)", user_dir,
+					cfg.runtime_path);
+			return -1;
+		}
+	} else if (chown(user_dir, st.uid, st.gid) < 0) {
+		goto fail;
+	}
+	snprintf(st.runtime_dir, sizeof(st.runtime_dir), "%s", user_dir);
+	return 0;
+fail:
+	sq_report_error("cannot create the runtime directory under %s: %s (plugstack.conf "
+			"runtime_path)", cfg.runtime_path, strerror(errno));
+	return -1;
+}
+
+static int post_opt_remote(spank_t sp)
+{
+	char err[512], warn[512];
+	char **job_env = NULL;
+	int r;
+
+	if (spank_get_item(sp, S_JOB_STEPID, &st.stepid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ID, &st.jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_UID, &st.uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_GID, &st.gid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_NODEID, &st.nodeid) != ESPANK_SUCCESS)
+		return 0;  /* not a step with tasks */
+	if (st.stepid == SQ_STEP_EXTERN)
+		return 0;
+	if (st.stepid == SQ_STEP_BATCH && !cfg.sbatch_support)
+		return 0;
+	spank_get_item(sp, S_JOB_ENV, &job_env);
+	if (sq_args_load_env(job_env, err, sizeof(err)) < 0) {
+		st.active = 1;
+		fail(err);
+		return 0;
+	}
+	if (sq_args_error() != NULL) {
+		st.active = 1;
+		fail(sq_args_error());
+		return 0;
+	}
+	r = sq_opts_check(&sq_args, warn, sizeof(warn), err, sizeof(err));
+	if (r == 0)
+		return 0;
+	st.active = 1;
+	if (r < 0) {
+		fail(err);
+		return 0;
+	}
+	st.verbose = (sq_args.log != SQ_LOG_UNSET ? sq_args.log : cfg.log) == SQ_LOG_VERBOSE;
+	st.entrypoint_log = sq_args.entrypoint_log == 1;
+	if (sq_cred_init(&st.cred_root, st.uid, st.gid, err, sizeof(err)) < 0) {
+		fail(err);
+		return 0;
+	}
+	if (make_runtime_dir() < 0)
+		st.failed = 1;
+	return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	switch (spank_context()) {
+	case S_CTX_LOCAL:
+	case S_CTX_ALLOCATOR:
+		return post_opt_local();
+	case S_CTX_REMOTE:
+		return post_opt_remote(sp);
+	default:
+		return 0;
+	}
+}
+
+/* Names the user set in the job environment among the variables an EFA plan sets. */
+static char *efa_user_set(char *const job_env[])
+{
+	char *csv = NULL;
+	size_t len = 0;
+
+	for (int i = 0; sq_efa_var_name(i) != NULL; i++) {
+		const char *name = sq_efa_var_name(i);
+		size_t nl = strlen(name);
+		for (size_t j = 0; job_env != NULL && job_env[j] != NULL; j++) {
+			if (strncmp(job_env[j], name, nl) == 0 && job_env[j][nl] == '=') {
+				char *grown = realloc(csv, len + nl + 2);
+				if (grown == NULL)
+					return csv;
+				csv = grown;
+				if (len)
+					csv[len++] = ',';
+				memcpy(csv + len, name, nl + 1);
+				len += nl;
+				break;
+			}
+		}
+	}
+	return csv;
+}
+
+/* Fill the conf file's parts: EFA environment and hook, mounts, rc. */
+static int build_conf(char *const job_env[], const char *cwd, struct sq_conf_spec *spec,
+		      char ***env_lines, char ***mount_lines, char ***hook_argv)
+{
+	struct sq_efa_roots roots = { cfg.efa_sysfs_root, cfg.efa_dev_root, cfg.efa_opt_root };
+	struct sq_efa_request req;
+	struct sq_efa_plan plan;
+	struct sq_efa_node node;
+	struct sq_mount_list mounts = { 0 };
+	char err[1024], *user_set;
+	size_t ne = 0, nm = 0;
+
+	if (sq_args.mounts != NULL) {
+		if (sq_mounts_parse(sq_args.mounts, cwd, &mounts, err, sizeof(err)) < 0 ||
+		    sq_mounts_check_sources(&mounts, err, sizeof(err)) < 0) {
+			sq_mounts_free(&mounts);
+			fail(err);
+			return -1;
+		}
+		for (size_t i = 0; i < mounts.count; i++)
+			sq_line_append(mount_lines, &nm, mounts.items[i].fstab);
+		sq_mounts_free(&mounts);
+	}
+
+	memset(&req, 0, sizeof(req));
+	req.mode = sq_args.efa != SQ_EFA_SETTING_UNSET ? sq_args.efa : cfg.efa;
+	req.nccl_debug = sq_args.nccl_debug;
+	user_set = efa_user_set(job_env);
+	req.user_set = user_set;
+	if (sq_efa_detect(&roots, &node, err, sizeof(err)) < 0 ||
+	    sq_efa_plan(&node, NULL, &req, &plan, err, sizeof(err)) < 0) {
+		free(user_set);
+		fail(err);
+		return -1;
+	}
+	sq_lines_append(env_lines, &ne, plan.env);
+	sq_lines_append(mount_lines, &nm, plan.fstab);
+	if (plan.warnings && plan.warnings[0])
+		snprintf(st.warnings, sizeof(st.warnings), "%s", plan.warnings);
+	if (plan.active)
+		*hook_argv = sq_efa_hook_argv(SQ_LIBEXEC_DIR "/squall-efa-hook", &roots, &req);
+	sq_efa_plan_free(&plan);
+	free(user_set);
+
+	spec->env = ne ? (const char *const *)*env_lines : NULL;
+	spec->mounts = nm ? (const char *const *)*mount_lines : NULL;
+	spec->hook_argv = (const char *const *)*hook_argv;
+	/* Without --container-entrypoint the image's /etc/rc (which execs the entrypoint)
+	 * is replaced by one that runs the command as it is. */
+	if ((sq_args.entrypoint >= 0 ? sq_args.entrypoint : cfg.execute_entrypoint) == 0)
+		spec->rc = "exec \"$@\"\n";
+	return 0;
+}
+
+static const char *scope_token(char *buf, size_t len)
+{
+	if (cfg.container_scope == SQ_SCOPE_JOB)
+		snprintf(buf, len, "job%u", (unsigned)st.jobid);
+	else
+		snprintf(buf, len, "global");
+	return buf;
+}
+
+/* A marker that tells the job epilog this job made named containers on the node. */
+static void mark_job_names(void)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/job%u.names", st.runtime_dir, (unsigned)st.jobid);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void user_init_steps(spank_t sp)
+{
+	struct sq_image_env ienv;
+	struct sq_conf_spec spec = { 0 };
+	struct sq_start_request req;
+	struct sq_runtime rt;
+	char **job_env = NULL, **env_lines = NULL, **mount_lines = NULL, **hook_argv = NULL;
+	char err[2048], cwd[PATH_MAX], scope[32];
+	int want_save, r;
+
+	sq_phase_begin();
+	spank_get_item(sp, S_JOB_ENV, &job_env);
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
+		snprintf(cwd, sizeof(cwd), "/");
+	if (sq_stepconf_env(job_env, &sq_args, st.runtime_dir, &st.runtime_env, err,
+			    sizeof(err)) < 0)
+		return fail(err);
+	if (access(cfg.enroot, X_OK) < 0) {
+		snprintf(err, sizeof(err), "container runtime not found: %s is not executable on "
+			 "this node (%s): install Enroot or fix enroot= in plugstack.conf",
+			 cfg.enroot, strerror(errno));
+		return fail(err);
+	}
+
+	/* 1. the image */
+	struct sq_cred cred_user = { .uid = st.uid, .gid = st.gid };
+	if (sq_args.image != NULL) {
+		ienv = (struct sq_image_env){ cwd, cfg.sqshbuild, cfg.image_cache, st.runtime_env,
+					      &cred_user };
+		if (sq_image_resolve(sq_args.image, &ienv, &st.image, err, sizeof(err)) < 0)
+			return fail(err);
+	}
+	sq_phase_end("resolve image");
+
+	/* 2. the conf file */
+	if (build_conf(job_env, cwd, &spec, &env_lines, &mount_lines, &hook_argv) < 0)
+		goto out;
+	snprintf(st.conf_path, sizeof(st.conf_path), "%s/step-%u.%u.conf", st.runtime_dir,
+		 (unsigned)st.jobid, (unsigned)st.stepid);
+	unlink(st.conf_path);  /* a leftover of a killed slurmstepd with the same ids */
+	if (sq_stepconf_write(st.conf_path, &spec, err, sizeof(err)) < 0) {
+		st.conf_path[0] = '\0';
+		fail(err);
+		goto out;
+	}
+
+	/* 3. what to start: a named container, a container for --container-save (only
+	 *    node 0 saves, the others start from the file), or the image file itself */
+	rt = (struct sq_runtime){ cfg.enroot, st.runtime_env, &cred_user };
+	want_save = sq_args.save != NULL && st.nodeid == 0;
+	if (sq_args.name != NULL) {
+		r = sq_named_prepare(&rt, scope_token(scope, sizeof(scope)), sq_args.name,
+				     sq_args.name_mode, sq_args.image, st.image.path,
+				     st.image.path ? st.image.identity : NULL, &st.target, err,
+				     sizeof(err));
+		if (r < 0) {
+			fail(err);
+			goto out;
+		}
+		if (cfg.container_scope == SQ_SCOPE_JOB)
+			mark_job_names();
+	} else if (want_save) {
+		if (asprintf(&st.save_container, "squall@save@%u.%u@%s", (unsigned)st.jobid,
+			     (unsigned)st.stepid, st.image.identity) < 0) {
+			st.save_container = NULL;
+			fail("out of memory");
+			goto out;
+		}
+		sq_named_remove(&rt, st.save_container, err, sizeof(err));
+		if (sq_named_create(&rt, st.save_container, st.image.path, err, sizeof(err)) < 0) {
+			char msg[2100];
+			free(st.save_container);
+			st.save_container = NULL;
+			snprintf(msg, sizeof(msg), "--container-save: %s", err);
+			fail(msg);
+			goto out;
+		}
+		st.target = strdup(st.save_container);
+	} else {
+		st.target = strdup(st.image.path);
+	}
+	if (st.target == NULL) {
+		fail("out of memory");
+		goto out;
+	}
+	sq_phase_end("prepare");
+
+	/* 4. start */
+	req = (struct sq_start_request){ cfg.enroot, st.conf_path, st.target, sq_args.writable,
+					 sq_args.remap_root, st.runtime_env, &cred_user };
+	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0)
+		fail(err);
+	sq_phase_end("start container");
+out:
+	if (st.conf_path[0]) {
+		unlink(st.conf_path);
+		st.conf_path[0] = '\0';
+	}
+	sq_lines_free(env_lines);
+	sq_lines_free(mount_lines);
+	sq_efa_argv_free(hook_argv);
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_REMOTE || !st.active || st.failed)
+		return 0;
+	user_init_steps(sp);
+	/* Errors are raised in task_init, where they reach srun. */
+	return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	char err[1024];
+	char **task_env = NULL, **overlay = NULL;
+	int local_id = 0;
+	uint32_t global_id = 0;
+	double t0;
+
+	(void)ac;
+	(void)av;
+	if (!st.active)
+		return 0;
+	spank_get_item(sp, S_TASK_ID, &local_id);
+	spank_get_item(sp, S_TASK_GLOBAL_ID, &global_id);
+	if (st.failed) {
+		if (local_id == 0)
+			sq_report_flush();
+		return -1;
+	}
+	if (local_id == 0 && st.warnings[0])
+		sq_report_now("", "%s", st.warnings);
+	t0 = sq_now();
+	if (sq_container_join(&st.ctr, sq_args.workdir, err, sizeof(err)) < 0) {
+		sq_report_now("squall: error: ", "task %u: %s", (unsigned)global_id, err);
+		return -1;
+	}
+	spank_get_item(sp, S_JOB_ENV, &task_env);
+	if (sq_env_overlay(st.ctr.environ, st.ctr.environ_len, sq_args.env, task_env, &overlay,
+			   err, sizeof(err)) < 0) {
+		sq_report_now("squall: error: ", "%s", err);
+		return -1;
+	}
+	for (size_t i = 0; overlay[i] != NULL; i++) {
+		char *eq = strchr(overlay[i], '=');
+		if (eq == NULL)
+			continue;
+		*eq = '\0';
+		spank_setenv(sp, overlay[i], eq + 1, 1);
+	}
+	sq_env_free(overlay);
+	if (st.entrypoint_log && local_id == 0) {
+		char *text = sq_capture_read(st.ctr.child.out_fd);
+		char *etext = sq_capture_read(st.ctr.child.err_fd);
+		if (text && write(STDERR_FILENO, text, strlen(text)) < 0) {
+			/* best effort */
+		}
+		if (etext && write(STDERR_FILENO, etext, strlen(etext)) < 0) {
+			/* best effort */
+		}
+		free(text);
+		free(etext);
+	}
+	if (st.verbose && local_id == 0) {
+		char host[128] = "";
+		gethostname(host, sizeof(host) - 1);
+		sq_report_now("squall: ", "timings on %s: %s, join %.1f ms", host,
+			      sq_phase_text(), (sq_now() - t0) * 1000.0);
+	}
+	return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	char err[1024];
+
+	(void)sp;
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_REMOTE || !st.active)
+		return 0;
+	sq_container_stop(&st.ctr);
+	if (st.conf_path[0])
+		unlink(st.conf_path);
+	if (st.save_container != NULL) {
+		struct sq_runtime rt = { cfg.enroot, st.runtime_env, &st.cred_root };
+		if (!st.failed && sq_save_export(&rt, st.save_container, sq_args.save, st.jobid,
+						 st.stepid, err, sizeof(err)) < 0)
+			slurm_error("squall: --container-save=%s: %s", sq_args.save, err);
+		sq_named_remove(&rt, st.save_container, err, sizeof(err));
+	} else if (sq_args.save != NULL && st.target != NULL && sq_args.name != NULL &&
+		   st.nodeid == 0 && !st.failed) {
+		struct sq_runtime rt = { cfg.enroot, st.runtime_env, &st.cred_root };
+		if (sq_save_export(&rt, st.target, sq_args.save, st.jobid, st.stepid, err,
+				   sizeof(err)) < 0)
+			slurm_error("squall: --container-save=%s: %s", sq_args.save, err);
+	}
+	sq_env_free(st.runtime_env);
+	st.runtime_env = NULL;
+	free(st.target);
+	free(st.save_container);
+	st.target = st.save_container = NULL;
+	sq_image_free(&st.image);
+	sq_cred_free(&st.cred_root);
+	return 0;
+}
+
+/* slurmd, as root, after the job: remove the job's named containers (scope=job). Only
+ * nodes where a step left the marker run the runtime at all. */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+	char marker[PATH_MAX], prefix[64], err[512], buf[4096];
+	char home[PATH_MAX + 8], user[300], runtime[PATH_MAX + 32];
+	struct passwd pw, *res = NULL;
+	struct sq_cred cred;
+	uint32_t jobid;
+	uid_t uid;
+
+	(void)ac;
+	(void)av;
+	if (!cfg_ready || cfg.container_scope != SQ_SCOPE_JOB)
+		return 0;
+	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS)
+		return 0;
+	snprintf(marker, sizeof(marker), "%s/%u/job%u.names", cfg.runtime_path, (unsigned)uid,
+		 (unsigned)jobid);
+	if (access(marker, F_OK) < 0)
+		return 0;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL ||
+	    sq_cred_init(&cred, uid, pw.pw_gid, err, sizeof(err)) < 0) {
+		slurm_error("squall: job %u: cannot look up user %u to remove its containers",
+			    (unsigned)jobid, (unsigned)uid);
+		return 0;
+	}
+	snprintf(home, sizeof(home), "HOME=%s", pw.pw_dir);
+	snprintf(user, sizeof(user), "USER=%s", pw.pw_name);
+	snprintf(runtime, sizeof(runtime), "ENROOT_RUNTIME_PATH=%s/%u", cfg.runtime_path,
+		 (unsigned)uid);
+	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			 home, user, runtime, NULL };
+	struct sq_runtime rt = { cfg.enroot, envp, &cred };
+	snprintf(prefix, sizeof(prefix), "squall@job%u@", (unsigned)jobid);
+	if (sq_named_remove_prefix(&rt, prefix, err, sizeof(err)) < 0)
+		slurm_error("squall: job %u: removing its containers: %s", (unsigned)jobid, err);
+	unlink(marker);
+	sq_cred_free(&cred);
+	return 0;
+}
+
+int slurm_spank_slurmd_exit(spank_t sp, int ac, char **av)
+{
+	(void)sp;
+	(void)ac;
+	(void)av;
+	if (cfg_ready)
+		sq_config_free(&cfg);
+	return 0;
+}
