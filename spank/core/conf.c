@@ -6,14 +6,13 @@
 #include "quote.h"
 #include "strbuf.h"
 
-/* Append ' WORD' (quoted) to b. */
+/* Append WORD (quoted) to b. */
 static int add_word(struct sq_buf *b, const char *s, char *err, size_t errlen)
 {
 	char *q;
 
 	if (sq_shell_quote(s, strlen(s), &q, err, errlen) != 0)
 		return -1;
-	sq_buf_addc(b, ' ');
 	sq_buf_add(b, q);
 	sq_str_free(q);
 	return 0;
@@ -38,6 +37,10 @@ static int render_environ(struct sq_buf *b, const char *const *env, char *err, s
 	const char *eq;
 	size_t i;
 
+	if (env[0] == NULL) {
+		sq_buf_add(b, "environ() {\n\t:\n}\n");    /* nothing to print */
+		return 0;
+	}
 	sq_buf_add(b, "environ() {\n\tprintf '%s\\n'");
 	for (i = 0; env[i] != NULL; i++) {
 		if (check_line("environ", i, env[i], err, errlen) != 0)
@@ -51,12 +54,10 @@ static int render_environ(struct sq_buf *b, const char *const *env, char *err, s
 			return sq_errf(err, errlen, "enroot conf environ(): entry %zu '%s': ENROOT_* "
 				       "variables are dropped by the runtime (set them in its "
 				       "environment instead)", i, sq_show(env[i], show, sizeof(show)));
+		sq_buf_addc(b, ' ');
 		if (add_word(b, env[i], err, errlen) != 0)
 			return -1;
 	}
-	/* printf with no argument still prints one empty line: say nothing instead. */
-	if (i == 0)
-		sq_buf_add(b, " >/dev/null");
 	sq_buf_add(b, "\n}\n");
 	return 0;
 }
@@ -65,15 +66,18 @@ static int render_mounts(struct sq_buf *b, const char *const *mounts, char *err,
 {
 	size_t i;
 
+	if (mounts[0] == NULL) {
+		sq_buf_add(b, "mounts() {\n\t:\n}\n");    /* nothing to print */
+		return 0;
+	}
 	sq_buf_add(b, "mounts() {\n\tprintf '%s\\n'");
 	for (i = 0; mounts[i] != NULL; i++) {
 		if (check_line("mounts", i, mounts[i], err, errlen) != 0)
 			return -1;
+		sq_buf_addc(b, ' ');
 		if (add_word(b, mounts[i], err, errlen) != 0)
 			return -1;
 	}
-	if (i == 0)
-		sq_buf_add(b, " >/dev/null");
 	sq_buf_add(b, "\n}\n");
 	return 0;
 }
@@ -87,6 +91,8 @@ static int render_hooks(struct sq_buf *b, const char *const *argv, char *err, si
 			       "as argv[0])");
 	sq_buf_add(b, "hooks() {\n\t");
 	for (i = 0; argv[i] != NULL; i++) {
+		if (i > 0)
+			sq_buf_addc(b, ' ');
 		if (add_word(b, argv[i], err, errlen) != 0)
 			return -1;
 	}
@@ -99,7 +105,7 @@ static int render_rc(struct sq_buf *b, const char *rc, char *err, size_t errlen)
 	if (*rc == '\0')
 		return sq_errf(err, errlen, "enroot conf rc(): empty script (give the script text "
 			       "or no rc at all)");
-	sq_buf_add(b, "rc() {\n\tprintf '%s'");
+	sq_buf_add(b, "rc() {\n\tprintf '%s' ");
 	if (add_word(b, rc, err, errlen) != 0)
 		return -1;
 	sq_buf_add(b, "\n}\n");

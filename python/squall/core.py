@@ -1,0 +1,456 @@
+"""The Python face of squall's C core (``spank/core/``, compiled as ``squall._core``).
+
+Every function here calls the same C code the SPANK plugin runs, so a value that passes
+here passes in ``srun`` and the other way round. Bad input raises
+:class:`squall.errors.SquallError` carrying the core's one-line message.
+
+Text goes to C as UTF-8 (``surrogateescape``, so bytes that came from the OS reach the
+core as they were); ``bytes`` are passed through untouched. A NUL byte cannot reach C
+(its strings end there), so it is refused here rather than silently cutting the value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from squall._core import ffi, lib
+from squall.errors import SquallError
+
+__all__ = [
+    "Flag",
+    "ImageRef",
+    "Mount",
+    "PlugstackConfig",
+    "StepOptions",
+    "check_container_option",
+    "check_mount_sources",
+    "clean_environment",
+    "container_flags",
+    "env_denied",
+    "merge_environment",
+    "overlay_environment",
+    "parse_container_name",
+    "parse_image_ref",
+    "parse_mounts",
+    "parse_plugstack_args",
+    "render_enroot_conf",
+    "resolve_step_options",
+    "shell_quote",
+]
+
+_ERRLEN = 1024
+_Text = str | bytes
+
+
+def _bytes(what: str, value: _Text) -> bytes:
+    """Encode for C; refuse NUL, which would silently end the C string early."""
+    data = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+    if b"\0" in data:
+        raise SquallError(f"{what}: value holds a NUL byte (remove it)")
+    return data
+
+
+def _cstr(what: str, value: _Text | None) -> Any:
+    return ffi.NULL if value is None else ffi.new("char[]", _bytes(what, value))
+
+
+def _str(ptr: Any) -> str | None:
+    return None if ptr == ffi.NULL else ffi.string(ptr).decode("utf-8", "surrogateescape")
+
+
+def _errbuf() -> Any:
+    return ffi.new(f"char[{_ERRLEN}]")
+
+
+def _fail(err: Any) -> SquallError:
+    return SquallError(ffi.string(err).decode("utf-8", "replace"))
+
+
+class _CArray:
+    """A NULL-terminated ``char *[]`` whose strings stay alive as long as this object."""
+
+    def __init__(self, what: str, items: Iterable[_Text]) -> None:
+        self._keep = [ffi.new("char[]", _bytes(what, item)) for item in items]
+        self.ptr = ffi.new("char *[]", [*self._keep, ffi.NULL])
+
+
+def _take_env(arr: Any) -> list[str]:
+    """Copy a core ``char **`` environment out and free it."""
+    out: list[str] = []
+    try:
+        i = 0
+        while arr[i] != ffi.NULL:
+            out.append(ffi.string(arr[i]).decode("utf-8", "surrogateescape"))
+            i += 1
+    finally:
+        lib.sq_env_free(arr)
+    return out
+
+
+def _env_items(env: Mapping[str, str] | Iterable[str]) -> list[str]:
+    if isinstance(env, Mapping):
+        return [f"{k}={v}" for k, v in env.items()]
+    return list(env)
+
+
+def _to_dict(entries: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for entry in entries:
+        key, _, value = entry.partition("=")
+        out[key] = value
+    return out
+
+
+# --- quoting -------------------------------------------------------------------------
+
+def shell_quote(s: _Text) -> str:
+    """One bash word that stands for exactly ``s`` (single quotes, ``'\\''`` inside)."""
+    data = s if isinstance(s, bytes) else s.encode("utf-8", "surrogateescape")
+    out = ffi.new("char **")
+    err = _errbuf()
+    if lib.sq_shell_quote(data, len(data), out, err, _ERRLEN) != 0:
+        raise _fail(err)
+    try:
+        return _str(out[0]) or ""
+    finally:
+        lib.sq_str_free(out[0])
+
+
+# --- image references ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A parsed ``--container-image`` value; ``canonical`` is the stable identity."""
+
+    kind: str                # "file" | "registry" | "dockerd"
+    canonical: str
+    path: str | None = None
+    user: str | None = None
+    registry: str | None = None
+    repository: str | None = None
+    tag: str | None = None
+    digest: str | None = None
+
+
+_IMAGE_KINDS = {lib.SQ_IMAGE_FILE: "file", lib.SQ_IMAGE_REGISTRY: "registry",
+                lib.SQ_IMAGE_DOCKERD: "dockerd"}
+
+
+def parse_image_ref(text: _Text) -> ImageRef:
+    """Parse an image reference exactly as ``--container-image`` does."""
+    ref = ffi.new("struct sq_image_ref *")
+    err = _errbuf()
+    if lib.sq_imgref_parse(_cstr("--container-image", text), ref, err, _ERRLEN) != 0:
+        lib.sq_imgref_free(ref)
+        raise _fail(err)
+    try:
+        return ImageRef(
+            kind=_IMAGE_KINDS[ref.kind], canonical=_str(ref.canonical) or "",
+            path=_str(ref.path), user=_str(ref.user), registry=_str(ref.registry),
+            repository=_str(ref.repository), tag=_str(ref.tag), digest=_str(ref.digest),
+        )
+    finally:
+        lib.sq_imgref_free(ref)
+
+
+# --- mounts --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mount:
+    """One ``--container-mounts`` entry and the Enroot fstab line it becomes."""
+
+    source: str
+    target: str
+    type: str                # "bind" | "tmpfs" | "umount"
+    options: str
+    fstab: str
+
+
+_MOUNT_TYPES = {lib.SQ_MOUNT_BIND: "bind", lib.SQ_MOUNT_TMPFS: "tmpfs",
+                lib.SQ_MOUNT_UMOUNT: "umount"}
+
+
+def _with_mounts(spec: _Text, cwd: _Text | None, use: Any) -> Any:
+    lst = ffi.new("struct sq_mount_list *")
+    err = _errbuf()
+    if lib.sq_mounts_parse(_cstr("--container-mounts", spec), _cstr("working directory", cwd),
+                           lst, err, _ERRLEN) != 0:
+        lib.sq_mounts_free(lst)
+        raise _fail(err)
+    try:
+        return use(lst, err)
+    finally:
+        lib.sq_mounts_free(lst)
+
+
+def parse_mounts(spec: _Text, cwd: _Text | None = None) -> list[Mount]:
+    """Parse a ``--container-mounts`` spec; ``cwd`` makes ``./x`` sources absolute."""
+
+    def collect(lst: Any, _err: Any) -> list[Mount]:
+        return [
+            Mount(source=_str(m.source) or "", target=_str(m.target) or "",
+                  type=_MOUNT_TYPES[m.type], options=_str(m.options) or "",
+                  fstab=_str(m.fstab) or "")
+            for m in (lst.items[i] for i in range(lst.count))
+        ]
+
+    return _with_mounts(spec, cwd, collect)
+
+
+def check_mount_sources(spec: _Text, cwd: _Text | None = None) -> None:
+    """Raise unless every bind source of ``spec`` exists (as this process sees it)."""
+
+    def check(lst: Any, err: Any) -> None:
+        if lib.sq_mounts_check_sources(lst, err, _ERRLEN) != 0:
+            raise _fail(err)
+
+    _with_mounts(spec, cwd, check)
+
+
+# --- container options ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Flag:
+    """One row of the plugin's flag table."""
+
+    id: int
+    name: str                # without dashes, e.g. "container-image"
+    has_arg: int             # 0 none, 1 required, 2 optional (as spank)
+    arg_info: str | None
+    help: str
+
+    def env_name(self, prefix: str = "SQUALL_") -> str:
+        buf = ffi.new("char[128]")
+        if lib.sq_opt_env_name(self.id, prefix.encode(), buf, 128) != 0:
+            raise SquallError(f"--{self.name}: no environment name for prefix {prefix!r}")
+        return ffi.string(buf).decode()
+
+
+def container_flags() -> list[Flag]:
+    """The flags the plugin registers, in its order."""
+    flags = []
+    for i in range(lib.sq_opt_flag_count()):
+        f = lib.sq_opt_flag(i)
+        flags.append(Flag(id=f.id, name=_str(f.name) or "", has_arg=f.has_arg,
+                          arg_info=_str(f.arg_info), help=_str(f.help) or ""))
+    return flags
+
+
+def check_container_option(flag: str, value: _Text | None) -> None:
+    """Validate one flag (``"container-mounts"``, dashes optional) with the plugin's parser.
+
+    ``value`` is ``None`` for flags without an argument.
+    """
+    err = _errbuf()
+    if lib.sq_opt_check_value(_cstr("container option", flag), _cstr(f"--{flag}", value),
+                              err, _ERRLEN) != 0:
+        raise _fail(err)
+
+
+def parse_container_name(text: _Text) -> tuple[str, str]:
+    """``NAME[:auto|create|exec|no_exec]`` -> (name, mode)."""
+    name = ffi.new("char **")
+    mode = ffi.new("int *")
+    err = _errbuf()
+    if lib.sq_opt_parse_name(_cstr("--container-name", text), name, mode, err, _ERRLEN) != 0:
+        raise _fail(err)
+    try:
+        return _str(name[0]) or "", ffi.string(lib.sq_name_mode_str(mode[0])).decode()
+    finally:
+        lib.sq_str_free(name[0])
+
+
+_SOURCES = {"cli": lib.SQ_SRC_CLI, "squall": lib.SQ_SRC_ENV_SQUALL,
+            "pyxis": lib.SQ_SRC_ENV_PYXIS}
+_EFA = {lib.SQ_EFA_SETTING_UNSET: None, lib.SQ_EFA_SETTING_AUTO: "auto",
+        lib.SQ_EFA_SETTING_REQUIRE: "require", lib.SQ_EFA_SETTING_OFF: "off"}
+_LOG = {lib.SQ_LOG_UNSET: None, lib.SQ_LOG_QUIET: "quiet", lib.SQ_LOG_VERBOSE: "verbose"}
+
+
+def _tri(v: int) -> bool | None:
+    return None if v < 0 else bool(v)
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """A step's container settings after every source is applied (``None``: not set)."""
+
+    container: bool          # an image or a name was given
+    warning: str             # "" or the one-line warning about ignored flags
+    image: str | None = None
+    mounts: str | None = None
+    workdir: str | None = None
+    name: str | None = None
+    name_mode: str = "auto"
+    save: str | None = None
+    mount_home: bool | None = None
+    remap_root: bool | None = None
+    entrypoint: bool | None = None
+    entrypoint_log: bool | None = None
+    writable: bool | None = None
+    env: str | None = None
+    efa: str | None = None
+    nccl_debug: str | None = None
+    log: str | None = None
+
+
+def resolve_step_options(
+    cli: Sequence[tuple[str, _Text | None]] = (),
+    environ: Mapping[str, str] | Iterable[str] | None = None,
+) -> StepOptions:
+    """Apply command-line flags and ``SQUALL_``/``PYXIS_CONTAINER_*`` variables the way the
+    plugin does: ``cli`` is ``[("container-image", "ubuntu"), ("container-writable", None)]``."""
+    opts = ffi.new("struct sq_opts *")
+    err = _errbuf()
+    warn = _errbuf()
+    lib.sq_opts_init(opts)
+    try:
+        for flag, value in cli:
+            if lib.sq_opt_set_by_name(opts, _cstr("container option", flag),
+                                      _cstr(f"--{flag}", value), lib.SQ_SRC_CLI,
+                                      err, _ERRLEN) != 0:
+                raise _fail(err)
+        if environ is not None:
+            envp = _CArray("environment", _env_items(environ))
+            if lib.sq_opts_load_environ(opts, envp.ptr, err, _ERRLEN) != 0:
+                raise _fail(err)
+        rc = lib.sq_opts_check(opts, warn, _ERRLEN, err, _ERRLEN)
+        if rc < 0:
+            raise _fail(err)
+        return StepOptions(
+            container=rc == 1, warning=ffi.string(warn).decode("utf-8", "replace"),
+            image=_str(opts.image), mounts=_str(opts.mounts), workdir=_str(opts.workdir),
+            name=_str(opts.name), name_mode=ffi.string(lib.sq_name_mode_str(opts.name_mode))
+            .decode(), save=_str(opts.save), mount_home=_tri(opts.mount_home),
+            remap_root=_tri(opts.remap_root), entrypoint=_tri(opts.entrypoint),
+            entrypoint_log=_tri(opts.entrypoint_log), writable=_tri(opts.writable),
+            env=_str(opts.env), efa=_EFA[opts.efa], nccl_debug=_str(opts.nccl_debug),
+            log=_LOG[opts.log],
+        )
+    finally:
+        lib.sq_opts_free(opts)
+
+
+# --- plugstack.conf ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlugstackConfig:
+    runtime_path: str
+    enroot: str
+    sqshbuild: str
+    image_cache: str
+    container_scope: str
+    execute_entrypoint: bool
+    efa: str
+    efa_sysfs_root: str
+    efa_dev_root: str
+    efa_opt_root: str
+    sbatch_support: bool
+    log: str
+
+
+def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
+    """The plugin's plugstack.conf arguments (``key=value``) -> every setting, defaults
+    filled in. Unknown or malformed arguments raise, as the plugin refuses to load."""
+    argv = _CArray("plugstack.conf argument", args)
+    cfg = ffi.new("struct sq_config *")
+    err = _errbuf()
+    if lib.sq_config_parse(cfg, len(args), argv.ptr, err, _ERRLEN) != 0:
+        raise _fail(err)
+    try:
+        scope = "global" if cfg.container_scope == lib.SQ_SCOPE_GLOBAL else "job"
+        conf = PlugstackConfig(
+            runtime_path=_str(cfg.runtime_path) or "", enroot=_str(cfg.enroot) or "",
+            sqshbuild=_str(cfg.sqshbuild) or "", image_cache=_str(cfg.image_cache) or "",
+            container_scope=scope, execute_entrypoint=bool(cfg.execute_entrypoint),
+            efa=_EFA[cfg.efa] or "", efa_sysfs_root=_str(cfg.efa_sysfs_root) or "",
+            efa_dev_root=_str(cfg.efa_dev_root) or "",
+            efa_opt_root=_str(cfg.efa_opt_root) or "",
+            sbatch_support=bool(cfg.sbatch_support), log=_LOG[cfg.log] or "",
+        )
+    finally:
+        lib.sq_config_free(cfg)
+    return dict(conf.__dict__)
+
+
+# --- environment ---------------------------------------------------------------------
+
+def env_denied(name: str) -> bool:
+    """Is ``name`` removed from the environment of runtime calls?"""
+    return bool(lib.sq_env_denied(_cstr("variable name", name)))
+
+
+def clean_environment(env: Mapping[str, str] | Iterable[str]) -> dict[str, str]:
+    """The environment an enroot call gets: ``env`` minus the deny list."""
+    src = _CArray("environment", _env_items(env))
+    out = ffi.new("char ***")
+    err = _errbuf()
+    if lib.sq_env_clean(src.ptr, out, err, _ERRLEN) != 0:
+        raise _fail(err)
+    return _to_dict(_take_env(out[0]))
+
+
+def _keep_csv(keep: str | Iterable[str] | None) -> Any:
+    if keep is None:
+        return ffi.NULL
+    csv = keep if isinstance(keep, str) else ",".join(keep)
+    return _cstr("--container-env", csv)
+
+
+def overlay_environment(task_env: Mapping[str, str] | Iterable[str], container_block: bytes,
+                        keep: str | Iterable[str] | None = None) -> dict[str, str]:
+    """The variables to set in a task from the container's ``/proc/PID/environ`` block."""
+    task = _CArray("task environment", _env_items(task_env))
+    out = ffi.new("char ***")
+    err = _errbuf()
+    if lib.sq_env_overlay(container_block, len(container_block), _keep_csv(keep), task.ptr,
+                          out, err, _ERRLEN) != 0:
+        raise _fail(err)
+    return _to_dict(_take_env(out[0]))
+
+
+def merge_environment(task_env: Mapping[str, str] | Iterable[str], container_block: bytes,
+                      keep: str | Iterable[str] | None = None) -> dict[str, str]:
+    """A task's complete environment: its own, overlaid with the container's (container
+    values win except names in ``keep`` (``--container-env``) and per-task variables)."""
+    task = _CArray("task environment", _env_items(task_env))
+    out = ffi.new("char ***")
+    err = _errbuf()
+    if lib.sq_env_merge(task.ptr, container_block, len(container_block), _keep_csv(keep),
+                        out, err, _ERRLEN) != 0:
+        raise _fail(err)
+    return _to_dict(_take_env(out[0]))
+
+
+# --- enroot --conf file --------------------------------------------------------------
+
+def render_enroot_conf(
+    env: Mapping[str, str] | Iterable[str] | None = None,
+    mounts: Iterable[_Text] | None = None,
+    hook_argv: Sequence[_Text] | None = None,
+    rc: _Text | None = None,
+) -> str:
+    """The text of an ``enroot start --conf`` file; every value single-quoted."""
+    spec = ffi.new("struct sq_conf_spec *")
+    arrays = []
+    if env is not None:
+        arrays.append(_CArray("environ()", _env_items(env)))
+        spec.env = arrays[-1].ptr
+    if mounts is not None:
+        arrays.append(_CArray("mounts()", mounts))
+        spec.mounts = arrays[-1].ptr
+    if hook_argv is not None:
+        arrays.append(_CArray("hooks()", hook_argv))
+        spec.hook_argv = arrays[-1].ptr
+    rc_c = _cstr("rc()", rc)
+    spec.rc = rc_c
+    out = ffi.new("char **")
+    err = _errbuf()
+    if lib.sq_conf_render(spec, out, err, _ERRLEN) != 0:
+        raise _fail(err)
+    try:
+        return _str(out[0]) or ""
+    finally:
+        lib.sq_str_free(out[0])
