@@ -7,10 +7,13 @@
  *     sq_efa_plan(&node, NULL, &req, ...) -- the host-level plan. A non-zero return
  *     is the one-line refusal for `require` (no EFA device, memlock below 16 GiB):
  *     print it to srun and do not start the container. Print plan.warnings (memlock
- *     below 16 GiB on an EFA node, ...) on stderr once per step. plan.env holds the
- *     lines that must be in the conf file's environ() because Enroot's hooks.d run
- *     before ours (MELLANOX_VISIBLE_DEVICES=void); plan.fstab is empty at this level.
- *     When plan.active is 0 (auto with no EFA, or off) nothing else is needed.
+ *     below 16 GiB on an EFA node, ...) on stderr once per step, verbatim. Put
+ *     plan.env in the conf file's environ() whatever plan.active says: it holds what
+ *     must be set before Enroot's hooks.d run (MELLANOX_VISIBLE_DEVICES=void) and the
+ *     --container-nccl-debug variables, which are wanted on any node. plan.fstab is
+ *     empty at this level. memlock is checked only here (the hook does not repeat
+ *     it), so call it where getrlimit gives the task's limit or set node.memlock.
+ *     When plan.active is 0 (auto with no EFA, or off) no hook is needed.
  *  2. When plan.active is 1: the conf file's hooks() runs, inside the container's
  *     namespaces,  squall-efa-hook ARGS  with argv built by sq_efa_hook_argv()
  *     (never a shell string). The hook detects again, lists the image under

@@ -91,13 +91,14 @@ static int check_host(const struct sq_efa_node *node, int require, int report,
 				    "load the ib_uverbs module\n");
 		return 1;
 	}
-	if (node->memlock >= 0 && node->memlock < SQ_EFA_MEMLOCK_MIN) {
+	/* memlock is checked once, before the container: the hook (report == 0) runs
+	 * where the plugin already refused or warned. */
+	if (report && node->memlock >= 0 && node->memlock < SQ_EFA_MEMLOCK_MIN) {
 		if (require)
 			return sq_errf(err, errlen, "--container-efa=require: memlock limit is "
 				       "%lld KiB, below 16 GiB: set LimitMEMLOCK=infinity for slurmd "
 				       "and `ulimit -l unlimited` for jobs", node->memlock / 1024);
-		if (report)
-			sq_buf_addf(warn, "squall: warning: memlock limit is %lld KiB, below 16 GiB: "
+		sq_buf_addf(warn, "squall: warning: memlock limit is %lld KiB, below 16 GiB: "
 				    "EFA may fail to register memory; set LimitMEMLOCK=infinity for "
 				    "slurmd and `ulimit -l unlimited`\n", node->memlock / 1024);
 	}

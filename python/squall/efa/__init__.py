@@ -1,0 +1,1 @@
+"""EFA and NCCL: node detection (through the C core), NCCL log checks, node doctor."""
