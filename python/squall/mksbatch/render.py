@@ -1,20 +1,22 @@
 """Render a validated Recipe into a bash sbatch script.
 
-Every recipe value reaches the script through ``shlex.quote`` (single quotes), or, on
+Every recipe value reaches the script inside single quotes (``q``), or, on
 ``#SBATCH`` lines, only after validation restricted it to characters with no meaning to
 bash or sbatch. The script is plain bash that passes ``bash -n`` and ``shellcheck``.
 """
 
 from __future__ import annotations
 
-import shlex
-
 from squall.mksbatch.recipe import PLACEHOLDER, Recipe
 
 
 def q(value: str) -> str:
-    """Single-quote ``value`` for bash: nothing inside is expanded or executed."""
-    return shlex.quote(value)
+    """Single-quote ``value`` for bash: nothing inside is expanded or executed.
+
+    Always quoted, even when nothing needs it, so every recipe value is visibly inert.
+    An embedded ' closes the quotes, adds an escaped quote and reopens them.
+    """
+    return "'" + value.replace("'", "'\\''") + "'"
 
 
 def _printable(text: str) -> str:
