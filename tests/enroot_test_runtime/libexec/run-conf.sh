@@ -1,0 +1,39 @@
+#!/bin/bash
+# Child of start-ns.sh (test double), inside the container's namespaces before the root
+# switch: collects the --conf file's environ(), mounts() and rc(), then runs the hooks
+# (executable hooks.d/*.sh, system then user, then the conf's hooks()).
+# ENROOT_ROOTFS, ENROOT_PID, ENROOT_ENVIRON and ENROOT_MOUNTS are set by the caller.
+# Exit 3: a hook failed (already reported); any other failure: the conf file broke.
+set -euo pipefail
+conf="$1" scratch="$2"
+export ENROOT_ROOTFS ENROOT_PID ENROOT_ENVIRON ENROOT_MOUNTS
+: >>"$ENROOT_MOUNTS"
+
+hook_failed() {
+    printf '[ERROR] Hook %s exited with return code %s: fix the hook (its output is above)\n' "$1" "$2" >&2
+    exit 3
+}
+
+if [[ -n $conf ]]; then
+    # shellcheck source=/dev/null
+    source "$conf"
+    if declare -F environ >/dev/null; then environ >>"$ENROOT_ENVIRON"; fi
+    if declare -F mounts >/dev/null; then mounts >"$scratch/conf.fstab"; fi
+    if declare -F rc >/dev/null; then rc >"$scratch/rc"; fi
+fi
+
+for hook in "$ENROOT_SYSCONF_PATH"/hooks.d/*.sh "$ENROOT_CONFIG_PATH"/hooks.d/*.sh; do
+    [[ -f $hook && -x $hook ]] || continue
+    rc=0
+    "$hook" || rc=$?
+    ((rc == 0)) || hook_failed "$hook" "$rc"
+done
+
+if declare -F hooks >/dev/null; then
+    # Not in a condition, so that set -e stays in force inside hooks().
+    set +e
+    (set -e; hooks)
+    rc=$?
+    set -e
+    ((rc == 0)) || hook_failed "hooks() of $conf" "$rc"
+fi

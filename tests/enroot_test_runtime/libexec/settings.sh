@@ -1,0 +1,68 @@
+# shellcheck shell=bash
+# Settings of the Enroot test double: the environment wins, then
+# $ENROOT_SYSCONF_PATH/enroot.conf ("KEY VALUE" lines), then Enroot's defaults.
+# Everything is exported so that the stage run inside the namespaces sees it unchanged.
+
+ENROOT_TEST_VERSION="4.1.0 (squall test double: an Enroot-4.1-compatible subset, not NVIDIA Enroot)"
+
+fail() {
+    printf '[ERROR] %s\n' "$*" >&2
+    exit 1
+}
+
+# Enroot booleans: off only for these spellings (so "0" means on). Empty counts as unset.
+is_true() {
+    case "${1-}" in
+        no | n | N | No | f | false | FALSE) return 1 ;;
+        *) return 0 ;;
+    esac
+}
+
+# expand_vars OUT STRING: substitute ${NAME} and ${NAME:-DEFAULT} from the caller's
+# environment (no command substitution, no eval: the text may come from an image).
+expand_vars() {
+    local -n _out="$1"
+    local rest="$2" done="" name
+    local re='^([^$]*)\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}(.*)$'
+    while [[ $rest =~ $re ]]; do
+        name="${BASH_REMATCH[2]}"
+        if [[ -n ${BASH_REMATCH[3]} ]]; then
+            done+="${BASH_REMATCH[1]}${!name:-${BASH_REMATCH[4]}}"
+        else
+            done+="${BASH_REMATCH[1]}${!name-}"
+        fi
+        rest="${BASH_REMATCH[5]}"
+    done
+    _out="$done$rest"
+}
+
+load_settings() {
+    export ENROOT_SYSCONF_PATH="${ENROOT_SYSCONF_PATH:-/etc/enroot}"
+    : "${HOME:=$(getent passwd "$EUID" | cut -d: -f6)}"
+    export HOME
+    local conf="$ENROOT_SYSCONF_PATH/enroot.conf" key value
+    if [[ -f $conf ]]; then
+        [[ -r $conf ]] || fail "Cannot read $conf: make it readable or point ENROOT_SYSCONF_PATH elsewhere"
+        while read -r key value || [[ -n $key ]]; do
+            [[ -z $key || $key == \#* ]] && continue
+            [[ $key =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] ||
+                fail "Bad setting name '$key' in $conf: lines are 'KEY VALUE'"
+            [[ -n ${!key-} ]] && continue
+            expand_vars value "$value"
+            export "$key=$value"
+        done <"$conf"
+    fi
+    local def
+    for def in \
+        "ENROOT_RUNTIME_PATH=${XDG_RUNTIME_DIR:-/run/user/$EUID}/enroot" \
+        "ENROOT_CONFIG_PATH=${XDG_CONFIG_HOME:-$HOME/.config}/enroot" \
+        "ENROOT_CACHE_PATH=${XDG_CACHE_HOME:-$HOME/.cache}/enroot" \
+        "ENROOT_DATA_PATH=${XDG_DATA_HOME:-$HOME/.local/share}/enroot" \
+        "ENROOT_TEMP_PATH=${TMPDIR:-/tmp}" \
+        "ENROOT_SQUASH_OPTIONS=-comp lzo -noD" \
+        ENROOT_MOUNT_HOME=no ENROOT_REMAP_ROOT=no ENROOT_ROOTFS_WRITABLE=no \
+        ENROOT_RESTRICT_DEV=no ENROOT_ALLOW_SUPERUSER=no ENROOT_NATIVE_OVERLAYFS=yes; do
+        key="${def%%=*}"
+        [[ -n ${!key-} ]] || export "$def"
+    done
+}

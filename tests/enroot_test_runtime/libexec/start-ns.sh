@@ -1,0 +1,139 @@
+#!/bin/bash
+# `enroot start`, second stage (test double), run by `unshare` inside the new user,
+# mount and cgroup namespaces as the container's future main process. Everything it
+# mounts lives in this private mount namespace (a tmpfs on ENROOT_RUNTIME_PATH holds the
+# scratch dirs), so all of it goes away with the namespace: nothing to clean up on the host.
+set -euo pipefail
+
+ENROOT_TEST_LIBEXEC="${BASH_SOURCE[0]%/*}"
+# shellcheck source=settings.sh
+source "$ENROOT_TEST_LIBEXEC/settings.sh"
+# shellcheck source=start-options.sh
+source "$ENROOT_TEST_LIBEXEC/start-options.sh"
+# shellcheck source=fstab.sh
+source "$ENROOT_TEST_LIBEXEC/fstab.sh"
+# shellcheck source=environ.sh
+source "$ENROOT_TEST_LIBEXEC/environ.sh"
+parse_start_options "$@"
+
+S="$ENROOT_RUNTIME_PATH"
+R="$S/root"
+exec {sleep_fd}<> <(:)   # read -t on this never-ready pipe sleeps without forking
+
+# start_fuse MOUNTPOINT LOG CMD...: run a FUSE daemon in the foreground as a child of this
+# process with a parent-death signal, so it dies with the container's main process (even
+# on SIGKILL) and not before; return once MOUNTPOINT is no longer the empty directory.
+start_fuse() {
+    local mnt="$1" log="$2" dirfd pid tries=0 msg
+    shift 2
+    exec {dirfd}<"$mnt"
+    setpriv --pdeathsig KILL -- "$@" </dev/null >"$log" 2>&1 &
+    pid=$!
+    while [[ /proc/self/fd/$dirfd -ef $mnt ]]; do
+        if ! kill -0 "$pid" 2>/dev/null || [[ $(<"/proc/$pid/stat") == *") Z "* ]]; then
+            msg="$(<"$log")"
+            fail "$1 could not mount $ENROOT_TEST_SOURCE: ${msg##*$'\n'}"
+        fi
+        ((++tries < 10000)) || fail "$1 did not mount $ENROOT_TEST_SOURCE within 10 s"
+        read -rt 0.001 -u "$sleep_fd" || true
+    done
+    exec {dirfd}<&-
+}
+
+mount_rootfs() {
+    local out
+    mount -t tmpfs -o mode=0700 enroot-runtime "$S"
+    if [[ $ENROOT_TEST_KIND == name ]]; then
+        mkdir "$R"
+        out=$(mount --bind -o nosuid,nodev -- "$ENROOT_TEST_SOURCE" "$R" 2>&1) ||
+            fail "Cannot mount container $ENROOT_TEST_SOURCE: ${out##*$'\n'}"
+        return 0
+    fi
+    mkdir "$R" "$S/lower" "$S/upper" "$S/work"
+    start_fuse "$S/lower" "$S/squashfuse.log" squashfuse -f "$ENROOT_TEST_SOURCE" "$S/lower"
+    local layers="lowerdir=$S/lower,upperdir=$S/upper,workdir=$S/work"
+    if is_true "$ENROOT_NATIVE_OVERLAYFS" &&
+        mount -t overlay -o "nosuid,nodev,$layers,userxattr" overlay "$R" 2>/dev/null; then
+        return 0
+    fi
+    start_fuse "$R" "$S/fuse-overlayfs.log" fuse-overlayfs -f -o "$layers" "$R"
+}
+
+mount_host_dirs() {
+    local d n
+    for d in proc sys dev; do
+        [[ -d $R/$d ]] || mkdir -p -- "$R/$d"
+    done
+    mount --rbind /proc "$R/proc"
+    mount --rbind /sys "$R/sys"
+    if ! is_true "$ENROOT_RESTRICT_DEV"; then
+        mount --rbind /dev "$R/dev"
+        return 0
+    fi
+    # A minimal /dev: no GPUs, no InfiniBand/EFA devices.
+    mount -t tmpfs -o nosuid,noexec,mode=0755 enroot-dev "$R/dev"
+    for n in null zero full random urandom tty; do
+        : >"$R/dev/$n"
+        mount --bind "/dev/$n" "$R/dev/$n"
+    done
+    mkdir "$R/dev/pts" "$R/dev/shm"
+    mount --rbind /dev/pts "$R/dev/pts"
+    mount -t tmpfs -o nosuid,nodev,mode=1777 enroot-shm "$R/dev/shm"
+}
+
+# mount_fstab_file FILE ORIGIN: every line of an fstab file, ${VAR} taken from the host.
+mount_fstab_file() {
+    local line
+    [[ -f $1 ]] || return 0
+    while IFS= read -r line || [[ -n $line ]]; do
+        mount_fstab_line "$R" "$line" "$2" 1
+    done <"$1"
+}
+
+# The --conf functions and the hooks run in a child bash (with set -e of its own).
+run_conf_and_hooks() {
+    local hooks=("$ENROOT_SYSCONF_PATH"/hooks.d/*.sh "$ENROOT_CONFIG_PATH"/hooks.d/*.sh) h any=0 rc=0
+    for h in "${hooks[@]}"; do [[ -x $h ]] && any=1; done
+    [[ -n $opt_conf ]] || ((any)) || return 0
+    ENROOT_ROOTFS="$R" ENROOT_PID="$$" ENROOT_ENVIRON="$S/environ" ENROOT_MOUNTS="$S/mounts" \
+        "$BASH" "$ENROOT_TEST_LIBEXEC/run-conf.sh" "$opt_conf" "$S" || rc=$?
+    ((rc == 0)) && return 0
+    ((rc == 3)) && exit 1   # a hook failed and said so
+    fail "The --conf file $opt_conf failed (exit code $rc) while listing its environ/mounts/rc: see the lines above"
+}
+
+mount_rootfs
+mount_host_dirs
+mount_fstab_file "$R/etc/fstab" "the image's /etc/fstab"
+for f in "$ENROOT_SYSCONF_PATH"/mounts.d/*.fstab "$ENROOT_CONFIG_PATH"/mounts.d/*.fstab; do
+    mount_fstab_file "$f" "$f"
+done
+build_base_environ "$S/environ"
+if is_true "$ENROOT_MOUNT_HOME"; then
+    mount_entry "$R" "$HOME" "$HOME" none "x-create=dir,rbind" "ENROOT_MOUNT_HOME"
+    printf 'HOME=%s\n' "$HOME" >>"$S/environ"
+fi
+run_conf_and_hooks
+mount_fstab_file "$S/mounts" "a mount queued by a hook"
+[[ ! -f $S/conf.fstab ]] || mount_fstab_file "$S/conf.fstab" "mounts() of $opt_conf"
+for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do mount_spec "$R" "$m"; done
+rc_file="$opt_rc"
+[[ -n $rc_file || ! -s $S/rc ]] || rc_file="$S/rc"
+[[ -z $rc_file ]] || mount_entry "$R" "$rc_file" /etc/rc none "x-create=file,bind,ro" "--rc $rc_file"
+append_cli_environ "$S/environ" ${opt_env[@]+"${opt_env[@]}"}
+
+if ! ((opt_rw)) && ! is_true "$ENROOT_ROOTFS_WRITABLE"; then
+    mount -o remount,bind,ro,nosuid,nodev "$R"
+fi
+
+if [[ -f $R/etc/rc ]]; then
+    argv=(sh /etc/rc ${opt_cmd[@]+"${opt_cmd[@]}"})
+elif ((${#opt_cmd[@]})); then
+    argv=(sh -c 'exec "$@"' sh "${opt_cmd[@]}")
+else
+    argv=(sh -l)
+fi
+keepcaps=0
+((EUID != 0)) || keepcaps=1
+exec {sleep_fd}<&-
+exec perl "$ENROOT_TEST_LIBEXEC/switchroot.pl" "$HOSTTYPE" "$R" "$S/environ" "$keepcaps" "${argv[@]}"
