@@ -1,0 +1,28 @@
+#!/bin/bash
+# Install squall's Enroot TEST DOUBLE (not NVIDIA Enroot) on a test node.
+# Usage: install.sh [PREFIX [SYSCONF]]   (defaults: /opt/enroot-test-runtime, /etc/enroot)
+# Needs at run time: bash, perl-base, util-linux (unshare, setpriv, mount), squashfs-tools,
+# squashfuse, fuse-overlayfs, fuse3; /dev/fuse usable by the job users.
+set -euo pipefail
+
+prefix="${1:-/opt/enroot-test-runtime}"
+sysconf="${2:-/etc/enroot}"
+here="$(cd -- "${BASH_SOURCE[0]%/*}" && pwd)"
+
+for tool in unshare setpriv mount unsquashfs mksquashfs squashfuse fuse-overlayfs perl; do
+    command -v "$tool" >/dev/null || {
+        printf '[ERROR] %s is missing: install util-linux, squashfs-tools, squashfuse, fuse-overlayfs and perl-base\n' "$tool" >&2
+        exit 1
+    }
+done
+
+install -d -m 0755 "$prefix/bin" "$prefix/libexec"
+install -m 0755 "$here/bin/enroot" "$prefix/bin/enroot"
+install -m 0644 "$here"/libexec/*.sh "$prefix/libexec/"
+install -m 0755 "$here/libexec/start-ns.sh" "$here/libexec/run-conf.sh" "$here/libexec/switchroot.pl" "$prefix/libexec/"
+
+install -d -m 0755 "$sysconf" "$sysconf/environ.d" "$sysconf/mounts.d" "$sysconf/hooks.d"
+if [[ ! -e $sysconf/enroot.conf ]]; then
+    install -m 0644 "$here/enroot.conf" "$sysconf/enroot.conf"
+fi
+printf 'installed the squall Enroot test double: %s/bin/enroot (settings in %s)\n' "$prefix" "$sysconf"

@@ -1,0 +1,147 @@
+# shellcheck shell=bash
+# Named containers of the test double: create, list, remove, export. A named container
+# is a directory $ENROOT_DATA_PATH/NAME holding an extracted root filesystem.
+
+# check_name NAME: names are plain directory names under the data path.
+check_name() {
+    [[ -n $1 && $1 != */* && $1 != . && $1 != .. && $1 != .* ]] ||
+        fail "Bad container name '$1': use a plain name without '/' that does not start with '.'"
+}
+
+# running_pids DIR: PIDs of our processes whose root directory is DIR (a started container).
+running_pids() {
+    local p pids=()
+    for p in /proc/[0-9]*; do
+        [[ $p/root -ef $1 ]] 2>/dev/null && pids+=("${p#/proc/}")
+    done
+    printf '%s\n' ${pids[@]+"${pids[@]}"}
+}
+
+# Extract into a hidden directory next to the target, then rename: never a half container.
+containers_create() {
+    local name="" force=0 image tmp out
+    while (($#)); do
+        case "$1" in
+            -n | --name) (($# >= 2)) || fail "Option $1 needs a value"; name="$2"; shift ;;
+            --name=*) name="${1#*=}" ;;
+            -f | --force) force=1 ;;
+            -*) fail "Unknown option for enroot create: '$1' (usage: enroot create [-n NAME] [-f] IMAGE)" ;;
+            *) break ;;
+        esac
+        shift
+    done
+    (($# == 1)) || fail "enroot create needs exactly one IMAGE (usage: enroot create [-n NAME] [-f] IMAGE)"
+    image="$1"
+    [[ -f $image ]] || fail "No such image file: $image (check the path)"
+    out=$(unsquashfs -s "$image" 2>&1 >/dev/null) ||
+        fail "Not a squashfs image: $image (unsquashfs -s rejects it: ${out##*$'\n'}); build images with sqshbuild or mksquashfs"
+    if [[ -z $name ]]; then
+        name="${image##*/}"
+        name="${name%.sqsh}"
+    fi
+    check_name "$name"
+    local dest="$ENROOT_DATA_PATH/$name"
+    if [[ -e $dest ]]; then
+        ((force)) || fail "Container already exists: $name (in $ENROOT_DATA_PATH; add -f to replace it)"
+        [[ -z $(running_pids "$dest") ]] || fail "Container $name is running: stop it before replacing it"
+    fi
+    mkdir -p -- "$ENROOT_DATA_PATH" || fail "Cannot create ENROOT_DATA_PATH $ENROOT_DATA_PATH"
+    tmp="$ENROOT_DATA_PATH/.create.$name.$$"
+    trap 'rm_tree "$tmp"' EXIT
+    trap 'exit 1' INT TERM HUP
+    if ! out=$(unsquashfs -no-progress -quiet -d "$tmp" "$image" 2>&1); then
+        fail "Cannot extract $image into $ENROOT_DATA_PATH: ${out##*$'\n'} (images for unprivileged users must not hold device nodes)"
+    fi
+    [[ ! -e $dest ]] || rm_tree "$dest"
+    mv -T -- "$tmp" "$dest" || fail "Cannot rename $tmp to $dest"
+    trap - EXIT INT TERM HUP
+    printf '%s\n' "$name"
+}
+
+# rm_tree DIR: delete an extracted tree, even where the image left directories read-only.
+rm_tree() {
+    [[ -e $1 ]] || return 0
+    rm -rf --one-file-system -- "$1" 2>/dev/null && return 0
+    chmod -R u+rwX -- "$1" 2>/dev/null || true
+    rm -rf --one-file-system -- "$1"
+}
+
+containers_list() {
+    local fancy=0 d name pid comm
+    case "${1-}" in
+        "") ;;
+        -f | --fancy) fancy=1 ;;
+        *) fail "Unknown option for enroot list: '$1' (usage: enroot list [-f])" ;;
+    esac
+    ((fancy)) && printf '%s\t%s\t%s\n' NAME PID COMM
+    for d in "$ENROOT_DATA_PATH"/*/; do
+        [[ -d $d ]] || continue
+        d="${d%/}"
+        name="${d##*/}"
+        if ! ((fancy)); then printf '%s\n' "$name"; continue; fi
+        local any=0
+        while read -r pid; do
+            [[ -n $pid ]] || continue
+            any=1
+            comm=$(<"/proc/$pid/comm") 2>/dev/null || comm="?"
+            printf '%s\t%s\t%s\n' "$name" "$pid" "$comm"
+        done < <(running_pids "$d")
+        ((any)) || printf '%s\t-\t-\n' "$name"
+    done
+}
+
+containers_remove() {
+    local force=0 name dest
+    while (($#)); do
+        case "$1" in
+            -f | --force) force=1 ;;
+            -*) fail "Unknown option for enroot remove: '$1' (usage: enroot remove -f NAME...)" ;;
+            *) break ;;
+        esac
+        shift
+    done
+    (($#)) || fail "enroot remove needs at least one NAME (usage: enroot remove -f NAME...)"
+    ((force)) || fail "enroot remove asks before deleting; this test double never prompts: add -f"
+    for name in "$@"; do
+        check_name "$name"
+        dest="$ENROOT_DATA_PATH/$name"
+        [[ -d $dest ]] || fail "No such container: $name (in $ENROOT_DATA_PATH; see 'enroot list')"
+        [[ -z $(running_pids "$dest") ]] || fail "Container $name is running: stop it before removing it"
+        rm_tree "$dest" || fail "Cannot remove $dest"
+    done
+}
+
+# Squash into a temporary file next to the target, then rename: never a half-written file.
+containers_export() {
+    local out_file="" force=0 name src tmp out
+    while (($#)); do
+        case "$1" in
+            -o | --output) (($# >= 2)) || fail "Option $1 needs a value"; out_file="$2"; shift ;;
+            --output=*) out_file="${1#*=}" ;;
+            -f | --force) force=1 ;;
+            -*) fail "Unknown option for enroot export: '$1' (usage: enroot export [-o FILE] [-f] NAME)" ;;
+            *) break ;;
+        esac
+        shift
+    done
+    (($# == 1)) || fail "enroot export needs exactly one NAME (usage: enroot export [-o FILE] [-f] NAME)"
+    name="$1"
+    check_name "$name"
+    src="$ENROOT_DATA_PATH/$name"
+    [[ -d $src ]] || fail "No such container: $name (in $ENROOT_DATA_PATH; see 'enroot list')"
+    out_file="${out_file:-$name.sqsh}"
+    [[ ! -e $out_file ]] || ((force)) || fail "File already exists: $out_file (add -f to overwrite it)"
+    [[ ! -d $out_file ]] || fail "Export target is a directory: $out_file (give a file name with -o)"
+    tmp="${out_file%/*}"
+    [[ $tmp != "$out_file" ]] || tmp=.
+    tmp="$tmp/.${out_file##*/}.tmp.$$"
+    trap 'rm -f -- "$tmp"' EXIT
+    trap 'exit 1' INT TERM HUP
+    local squash_opts
+    read -ra squash_opts <<<"$ENROOT_SQUASH_OPTIONS"
+    out=$(mksquashfs "$src" "$tmp" -noappend -no-progress -quiet ${squash_opts[@]+"${squash_opts[@]}"} 2>&1) ||
+        fail "Cannot export $name to $out_file: ${out##*$'\n'} (check ENROOT_SQUASH_OPTIONS and free space)"
+    mv -f -T -- "$tmp" "$out_file" || fail "Cannot rename $tmp to $out_file"
+    trap - EXIT INT TERM HUP
+    printf '%s\n' "$out_file"
+}
