@@ -258,13 +258,14 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
                             stderr=subprocess.PIPE)
     assert proc.stdin is not None
     err_text = ""
+    sink = TarSink(proc.stdin, opts.reporter.squash_advance)  # type: ignore[arg-type]
     try:
-        sink = TarSink(proc.stdin, opts.reporter.squash_advance)  # type: ignore[arg-type]
         merge_layers(layers, sink, files.as_synthetic(), [files.workdir], probe)
         proc.stdin.close()
     except BrokenPipeError:
-        pass
+        sink.abort()
     except BaseException:
+        sink.abort()
         proc.kill()
         proc.wait()
         raise

@@ -158,8 +158,12 @@ def merge_layers(
                 "which is not a file in the image: rebuild the image without the dangling link")
         sink.add(entry, None)
     for path in ensure_dirs or []:
-        norm = normalise_name(path, "config")
-        if norm is not None and norm not in state.present:
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise SquallError(f"the image's working directory {path!r} has a '..' component: "
+                              "fix WORKDIR in the image")
+        norm = "/".join(parts)
+        if norm and norm not in state.present:
             sink.ensure_dir(norm)
     sink.close()
     return kept
@@ -304,6 +308,13 @@ class TarSink:
 
     def close(self) -> None:
         self._tar.close()
+
+    def abort(self) -> None:
+        """Forget the stream without flushing (the reader is gone or the build failed)."""
+        stream = self._tar.fileobj
+        self._tar.closed = True
+        if stream is not None:
+            stream.closed = True  # type: ignore[attr-defined]
 
 
 class DirSink:

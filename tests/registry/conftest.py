@@ -1,0 +1,355 @@
+"""Fixtures: Debian's docker-registry on loopback (anonymous, Bearer token, Basic), a token
+server, and a counting, throttling proxy. Everything listens on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import http.server
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+sys.path.insert(0, str(Path(__file__).parent))
+from imagekit import Pusher  # noqa: E402
+
+REGISTRY_BIN = "/usr/bin/docker-registry"
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.registry
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("SQUALL_ALLOW_SKIP") == "1" and os.environ.get("CI") != "true":
+        pytest.skip(f"{what} is not installed")
+    pytest.fail(f"{what} is not installed: apt install docker-registry (set SQUALL_ALLOW_SKIP=1 "
+                "to skip outside CI)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Registry:
+    host: str
+    storage: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+    pusher: Pusher
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}"
+
+    def blob_gets(self) -> Counter[str]:
+        """GET /v2/.../blobs/sha256:X requests answered, from the registry's access log."""
+        counts: Counter[str] = Counter()
+        for line in self.log.read_text(errors="replace").splitlines():
+            m = re.search(r'"GET /v2/\S+/blobs/(sha256:[0-9a-f]{64}) HTTP', line)
+            if m:
+                counts[m.group(1)] += 1
+        return counts
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_registry(tmp: Path, auth: dict | None = None, pusher_auth=None,
+                   token_url: str | None = None) -> Registry:
+    if not os.path.exists(REGISTRY_BIN):
+        _missing("docker-registry")
+    port = free_port()
+    storage = tmp / "storage"
+    storage.mkdir(parents=True)
+    cfg = {
+        "version": 0.1,
+        "log": {"level": "info", "accesslog": {"disabled": False}},
+        "storage": {"filesystem": {"rootdirectory": str(storage)}, "delete": {"enabled": True}},
+        "http": {"addr": f"127.0.0.1:{port}", "secret": uuid.uuid4().hex},
+    }
+    if auth:
+        cfg["auth"] = auth
+    cfg_path = tmp / "config.yml"
+    cfg_path.write_text(json.dumps(cfg))  # JSON is YAML
+    log = tmp / "registry.log"
+    proc = subprocess.Popen([REGISTRY_BIN, "serve", str(cfg_path)], stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"docker-registry exited: {log.read_text()[-2000:]}")
+        try:
+            requests.get(f"http://127.0.0.1:{port}/v2/", timeout=1)
+            break
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("docker-registry did not start")
+    return Registry(f"127.0.0.1:{port}", storage, log, proc,
+                    Pusher(f"http://127.0.0.1:{port}", pusher_auth, token_url))
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    reg = start_registry(tmp_path_factory.mktemp("registry"))
+    yield reg
+    reg.stop()
+
+
+# -- Bearer token auth ------------------------------------------------------------------------
+TOKEN_USER, TOKEN_PASSWORD = "alice", "s3cret-token-pw"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class TokenServer:
+    """A minimal Docker token server: Basic-checks alice, signs RS256 JWTs with x5c."""
+
+    def __init__(self, tmp: Path) -> None:
+        try:
+            import cryptography  # noqa: F401
+        except ImportError:
+            _missing("the cryptography Python module (pip install cryptography)")
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding, rsa
+        from cryptography.x509.oid import NameOID
+
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "squall-test-token")])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+                .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(days=1))
+                .not_valid_after(now + datetime.timedelta(days=2))
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .sign(self.key, hashes.SHA256()))
+        self.cert_path = tmp / "token-cert.pem"
+        self.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        self.x5c = base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()
+        self._sign = lambda data: self.key.sign(data, padding.PKCS1v15(), hashes.SHA256())
+        self.requests: list[dict[str, str]] = []
+        self.port = free_port()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def do_GET(self):
+                from urllib.parse import parse_qs, urlparse
+                q = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
+                auth = self.headers.get("Authorization", "")
+                user = ""
+                if auth.startswith("Basic "):
+                    u, _, p = base64.b64decode(auth[6:]).decode().partition(":")
+                    if (u, p) != (TOKEN_USER, TOKEN_PASSWORD):
+                        self.send_response(401)
+                        self.end_headers()
+                        return
+                    user = u
+                server.requests.append({"user": user, **q})
+                if not user:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                body = json.dumps({"token": server.token(q.get("scope", ""), user)}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def realm(self) -> str:
+        return f"http://127.0.0.1:{self.port}/token"
+
+    def token(self, scope: str, user: str) -> str:
+        access = []
+        for s in scope.split():
+            parts = s.split(":")
+            if len(parts) >= 3 and parts[0] == "repository":
+                access.append({"type": "repository", "name": ":".join(parts[1:-1]),
+                               "actions": parts[-1].split(",")})
+        now = int(time.time())
+        header = {"typ": "JWT", "alg": "RS256", "x5c": [self.x5c]}
+        claims = {"iss": "squall-test-issuer", "sub": user, "aud": "squall-test",
+                  "exp": now + 600, "nbf": now - 10, "iat": now, "jti": uuid.uuid4().hex,
+                  "access": access}
+        signing = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
+        return f"{signing}.{_b64(self._sign(signing.encode()))}"
+
+
+@pytest.fixture(scope="session")
+def token_registry(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("token-registry")
+    server = TokenServer(tmp)
+    auth = {"token": {"realm": server.realm, "service": "squall-test",
+                      "issuer": "squall-test-issuer", "rootcertbundle": str(server.cert_path)}}
+    reg = start_registry(tmp, auth, pusher_auth=(TOKEN_USER, TOKEN_PASSWORD),
+                         token_url=server.realm)
+    reg.extra["token_server"] = server
+    yield reg
+    reg.stop()
+    server.httpd.shutdown()
+
+
+# -- Basic auth (htpasswd, bcrypt) ------------------------------------------------------------
+BASIC_USER, BASIC_PASSWORD = "bob", "basic-pw-123"
+
+
+@pytest.fixture(scope="session")
+def basic_registry(tmp_path_factory):
+    try:
+        import bcrypt
+    except ImportError:
+        _missing("the bcrypt Python module (pip install bcrypt)")
+    tmp = tmp_path_factory.mktemp("basic-registry")
+    htpasswd = tmp / "htpasswd"
+    hashed = bcrypt.hashpw(BASIC_PASSWORD.encode(), bcrypt.gensalt(rounds=5)).decode()
+    htpasswd.write_text(f"{BASIC_USER}:{hashed}\n")
+    auth = {"htpasswd": {"realm": "squall-basic", "path": str(htpasswd)}}
+    reg = start_registry(tmp, auth, pusher_auth=(BASIC_USER, BASIC_PASSWORD))
+    yield reg
+    reg.stop()
+
+
+# -- counting, throttling proxy ---------------------------------------------------------------
+class Proxy:
+    """Forwards to a registry, counting blob GETs (and Range requests); optionally slow."""
+
+    def __init__(self, upstream: str, rate: float = 0.0) -> None:
+        self.upstream = upstream
+        self.rate = rate  # bytes per second for blob bodies; 0 = unlimited
+        self.gets: Counter[str] = Counter()
+        self.ranges: list[tuple[str, str]] = []
+        self.port = free_port()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _forward(self, method: str) -> None:
+                m = re.search(r"/blobs/(sha256:[0-9a-f]{64})", self.path)
+                if m and method == "GET":
+                    proxy.gets[m.group(1)] += 1
+                    if self.headers.get("Range"):
+                        proxy.ranges.append((m.group(1), self.headers["Range"]))
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "connection")}
+                try:
+                    resp = requests.request(method, f"{proxy.upstream}{self.path}",
+                                            headers=headers, stream=True,
+                                            allow_redirects=False, timeout=30)
+                except requests.RequestException:
+                    self.send_response(502)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(resp.status_code)
+                for k, v in resp.raw.headers.items():
+                    if k.lower() not in ("connection", "transfer-encoding"):
+                        self.send_header(k, v)
+                self.end_headers()
+                if method == "HEAD":
+                    return
+                try:
+                    for chunk in resp.raw.stream(64 * 1024, decode_content=False):
+                        self.wfile.write(chunk)
+                        if proxy.rate and m:
+                            time.sleep(len(chunk) / proxy.rate)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self):
+                self._forward("GET")
+
+            def do_HEAD(self):
+                self._forward("HEAD")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def proxy(registry):
+    p = Proxy(registry.base)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    d = tmp_path / "cache"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def clean_env(tmp_path, monkeypatch):
+    """No credentials from the machine running the tests."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "home" / ".docker"))
+    monkeypatch.setenv("ENROOT_CONFIG_PATH", str(tmp_path / "home" / ".config" / "enroot"))
+    monkeypatch.delenv("NGC_API_KEY", raising=False)
+    monkeypatch.delenv("SQSHBUILD_CACHE", raising=False)
+    monkeypatch.delenv("SQSHBUILD_LAYER_CACHE", raising=False)
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return tmp_path / "home"
+
+
+def sqshbuild_cmd() -> list[str]:
+    return [sys.executable, "-c", "from squall.sqshbuild.cli import main; main()"]
+
+
+def run_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env["HOME"] = str(home)
+    env["DOCKER_CONFIG"] = str(home / ".docker")
+    env["ENROOT_CONFIG_PATH"] = str(home / ".config" / "enroot")
+    env.pop("NGC_API_KEY", None)
+    return env
+
+
+def have(tool: str) -> None:
+    if shutil.which(tool) is None:
+        _missing(tool)
