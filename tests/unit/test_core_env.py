@@ -1,0 +1,77 @@
+"""Environment rules (spank/core/env.c): the cleaned runtime environment and the merge of
+the container's environment into each task's, driven through cffi."""
+
+import pytest
+
+from squall.core import clean_environment, env_denied, merge_environment, overlay_environment
+from squall.errors import SquallError
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GLIBC_TUNABLES",
+                                  "BASH_ENV", "ENV", "BASH_FUNC_foo%%", "SHELLOPTS", "IFS",
+                                  "ENROOT_DATA_PATH", "ENROOT_ROOTFS_WRITABLE", "SLURM_PROCID",
+                                  "SLURM_LOCALID", "SLURM_TASK_PID", "SLURM_CPU_BIND_LIST",
+                                  "PMI_RANK", "PMI_FD", "PMIX_RANK", "CUDA_VISIBLE_DEVICES",
+                                  "OMPI_COMM_WORLD_RANK"])
+def test_denied(name):
+    assert env_denied(name)
+
+
+@pytest.mark.parametrize("name", ["PATH", "HOME", "USER", "TERM", "LANG", "https_proxy",
+                                  "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_MPI_TYPE",
+                                  "PMIX_SERVER_TMPDIR", "LDFLAGS", "ENROOTX", "SLURM_PROCIDX"])
+def test_kept(name):
+    assert not env_denied(name)
+
+
+def test_clean_keeps_order_and_drops_malformed():
+    env = ["PATH=/usr/bin", "LD_PRELOAD=/evil.so", "noequals", "=novalue", "HOME=/h",
+           "ENROOT_RUNTIME_PATH=/tmp/x", "SLURM_PROCID=3", "SLURM_JOB_ID=7", "X=a=b"]
+    assert list(clean_environment(env).items()) == [
+        ("PATH", "/usr/bin"), ("HOME", "/h"), ("SLURM_JOB_ID", "7"), ("X", "a=b")]
+
+
+def test_container_values_win_except_kept_and_per_task():
+    task = {"PATH": "/host/bin", "HOME": "/home/u", "SLURM_PROCID": "3",
+            "CUDA_VISIBLE_DEVICES": "3", "NCCL_DEBUG": "WARN", "ONLY_HOST": "h"}
+    block = (b"PATH=/usr/local/nvidia/bin:/usr/bin\0HOME=/root\0SLURM_PROCID=0\0"
+             b"CUDA_VISIBLE_DEVICES=0\0NCCL_DEBUG=INFO\0NEW=c\0")
+    merged = merge_environment(task, block, keep="HOME,NCCL_DEBUG")
+    assert merged == {"PATH": "/usr/local/nvidia/bin:/usr/bin", "HOME": "/home/u",
+                      "SLURM_PROCID": "3", "CUDA_VISIBLE_DEVICES": "3", "NCCL_DEBUG": "WARN",
+                      "ONLY_HOST": "h", "NEW": "c"}
+    assert list(merged)[-1] == "NEW"
+    assert overlay_environment(task, block, keep=["HOME", "NCCL_DEBUG"]) == {
+        "PATH": "/usr/local/nvidia/bin:/usr/bin", "NEW": "c"}
+
+
+def test_kept_name_missing_on_host_takes_container_value():
+    assert merge_environment({}, b"HOME=/root\0", keep="HOME") == {"HOME": "/root"}
+
+
+def test_hostile_blocks_are_skipped_not_fatal():
+    block = (b"\0\0noequals\0=empty-key\01BAD=x\0BAD-NAME=x\0ENROOT_X=1\0GOOD=v=w\0"
+             b"bad key=1\0NL=a\nb\0LAST=no-final-nul")
+    assert merge_environment({}, block) == {"GOOD": "v=w", "NL": "a\nb", "LAST": "no-final-nul"}
+
+
+def test_last_duplicate_wins_and_non_utf8_values_pass_through():
+    out = overlay_environment({}, b"A=1\0A=2\0B=\xff\xfe\0")
+    assert out["A"] == "2"
+    assert out["B"].encode("utf-8", "surrogateescape") == b"\xff\xfe"
+
+
+def test_empty_block():
+    assert merge_environment({"A": "1"}, b"") == {"A": "1"}
+    assert overlay_environment({"A": "1"}, b"") == {}
+
+
+def test_large_block():
+    block = b"".join(b"V%d=%s\0" % (i, b"x" * 100) for i in range(5000))
+    merged = merge_environment({"V1": "host"}, block, keep="V1")
+    assert len(merged) == 5000 and merged["V1"] == "host" and merged["V4999"] == "x" * 100
+
+
+def test_nul_in_task_environment_refused():
+    with pytest.raises(SquallError, match="NUL"):
+        merge_environment({"A": "1\0B=2"}, b"")

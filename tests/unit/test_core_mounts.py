@@ -1,0 +1,150 @@
+"""--container-mounts specs to fstab lines (spank/core/mounts.c), driven through cffi."""
+
+import pytest
+
+from squall.core import Mount, check_mount_sources, parse_mounts
+from squall.errors import SquallError
+
+
+def test_full_spec_to_fstab_lines():
+    mounts = parse_mounts("/data:/data:ro+rprivate,tmpfs:/scratch:size=1G+mode=1777,"
+                          "umount:/opt/old,/fsx/home/u,/a:/b:bind+nosuid")
+    assert [m.fstab for m in mounts] == [
+        "/data /data none x-create=auto,rbind,ro,rprivate",
+        "tmpfs /scratch tmpfs x-create=dir,rw,nosuid,nodev,size=1G,mode=1777",
+        "none /opt/old none x-detach",
+        "/fsx/home/u /fsx/home/u none x-create=auto,rbind",
+        "/a /b none x-create=auto,bind,nosuid",
+    ]
+    assert [m.type for m in mounts] == ["bind", "tmpfs", "umount", "bind", "bind"]
+    assert mounts[0] == Mount(source="/data", target="/data", type="bind",
+                              options="x-create=auto,rbind,ro,rprivate",
+                              fstab="/data /data none x-create=auto,rbind,ro,rprivate")
+
+
+def test_tmpfs_defaults_yield_to_user_flags():
+    (m,) = parse_mounts("tmpfs:/t:ro+suid+dev+noexec")
+    assert m.options == "x-create=dir,ro,suid,dev,noexec"
+
+
+def test_paths_are_normalised_and_relative_sources_resolved():
+    (m,) = parse_mounts("./data//sub/.:./in/ctr/", cwd="/home/u/run")
+    assert (m.source, m.target) == ("/home/u/run/data/sub", "/in/ctr")
+    (m,) = parse_mounts("./data:/x")
+    assert m.source == "./data"
+
+
+def test_exact_duplicates_dropped_same_target_same_mount_kept_once():
+    mounts = parse_mounts("/a:/b:ro,/a:/b:ro,/a:/b/:ro+ro")
+    assert len(mounts) == 1 and mounts[0].fstab == "/a /b none x-create=auto,rbind,ro"
+
+
+def test_flag_order_is_kept_and_repeats_collapse():
+    (m,) = parse_mounts("/a:/b:nodev+ro+nodev")
+    assert m.options == "x-create=auto,rbind,nodev,ro"
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("", "empty value"),
+        ("a::b", "empty target"),
+        (":x", "empty source"),
+        ("/x:", "empty target"),
+        ("/x:/y:", "empty flags"),
+        (",,", "empty entry"),
+        ("/a:/a,", "empty entry"),
+        (",/a", "empty entry"),
+        ("/a:/b:c:d", "too many ':'"),
+        ("relative:/x", "source 'relative' must be an absolute path"),
+        ("~/x:/x", "must be an absolute path"),
+        ("/a:rel", "target 'rel' must start with '/' or '.'"),
+        ("/a:/b:foo", "unknown mount flag 'foo'"),
+        ("/a:/b:ro++rw", "empty mount flag"),
+        ("/a:/b:+ro", "empty mount flag"),
+        ("/a:/b:ro+", "empty mount flag"),
+        ("/a:/b:ro+rw", "both ro and rw"),
+        ("/a:/b:bind+rbind", "both bind and rbind"),
+        ("/a:/b:private+shared", "more than one propagation flag"),
+        ("/a:/b:size=1G", "unknown mount flag 'size=1G'"),
+        ("tmpfs:/t:size=", "unknown mount flag"),
+        ("tmpfs:/t:size=12Q", "unknown mount flag"),
+        ("tmpfs:/t:mode=999", "unknown mount flag"),
+        ("tmpfs:/t:rbind", "tmpfs takes no bind"),
+        ("tmpfs", "tmpfs needs a target"),
+        ("umount", "umount needs a target"),
+        ("umount:/x:ro", "umount takes no flags"),
+        ("/a/../etc:/x", "source holds a '..' component"),
+        ("/a:/x/..", "target holds a '..' component"),
+        ("..:/x", "source holds a '..' component"),
+        ("./..:/x", "'..' component"),
+        ("/a:/", "container's root"),
+        ("/a:/.//", "container's root"),
+        ("/a:.", "container's root"),
+        ("/a:/b,/c:/b", "target '/b' is already mounted"),
+        ("/a:/b:ro,/a:/b:rw", "already mounted"),
+        ("/a b:/x", "a space at offset 2"),
+        ("/a:/b x", "a space"),
+        ("/a\n/b /b none rbind:/x", "control character"),
+        ("/a\t:/x", "control character"),
+        ("/a\r:/x", "control character"),
+        ("/a:/b\\x", "holds '\\'"),
+        ("/${HOME}:/x", "holds '$'"),
+        ("/$(id):/x", "holds '$'"),
+        ("/" + "a" * 5000 + ":/x", "source is 5001 bytes long"),
+        ("/a:/" + "b" * 4096, "target is 4097 bytes long"),
+        ("/a:/b," * 11000, "limit is 65536"),
+    ],
+)
+def test_bad_specs_name_the_field(spec, needle):
+    with pytest.raises(SquallError) as exc:
+        parse_mounts(spec)
+    msg = str(exc.value)
+    assert msg.startswith("--container-mounts:"), msg
+    assert needle in msg, msg
+    assert "\n" not in msg and len(msg) < 600
+
+
+@pytest.mark.parametrize("raw", [b"/d\xffata:/x", b"/data:/\xe2\x82", b"/\xf5\x80\x80\x80:/x"])
+def test_non_utf8_refused(raw):
+    with pytest.raises(SquallError, match="--container-mounts: .*not valid UTF-8"):
+        parse_mounts(raw)
+
+
+def test_utf8_paths_accepted():
+    (m,) = parse_mounts("/données:/mnt/ü")
+    assert m.fstab == "/données /mnt/ü none x-create=auto,rbind"
+
+
+def test_nul_refused():
+    with pytest.raises(SquallError, match="NUL"):
+        parse_mounts("/a:/b\0/c /etc none rbind")
+
+
+def test_cwd_with_space_cannot_sneak_into_fstab():
+    with pytest.raises(SquallError, match="working directory"):
+        parse_mounts("./x:/x", cwd="/home/a b")
+    with pytest.raises(SquallError, match="'..' component"):
+        parse_mounts("./x:/x", cwd="/home/../etc")
+
+
+def test_every_fstab_line_has_four_fields():
+    for m in parse_mounts("/a:/b:ro,tmpfs:/t,umount:/u,./c:/d"):
+        assert len(m.fstab.split()) == 4 and m.fstab.split()[1] == m.target
+
+
+def test_sources_must_exist(tmp_path):
+    present = tmp_path / "present"
+    present.mkdir()
+    check_mount_sources(f"{present}:/x,tmpfs:/t,umount:/u")
+    check_mount_sources("./present:/x", cwd=str(tmp_path))
+    with pytest.raises(SquallError) as exc:
+        check_mount_sources(f"{present}:/x,{tmp_path}/absent:/y")
+    assert f"source '{tmp_path}/absent': No such file or directory" in str(exc.value)
+
+
+def test_unreachable_source_named(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(SquallError, match="Not a directory"):
+        check_mount_sources(f"{afile}/inner:/x")
