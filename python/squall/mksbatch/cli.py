@@ -36,6 +36,15 @@ def write_atomic(path: Path, text: str, mode: int = 0o755) -> None:
         raise SquallError(f"cannot write {path}: {exc.strerror}") from None
 
 
+def make_log_dir(path: str) -> None:
+    """Slurm does not create the output directory; a job whose log cannot open fails silently."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SquallError(f"cannot create log_dir {path}: {exc.strerror}: create it on shared "
+                          "storage the nodes see, or change log_dir in the recipe") from None
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("recipe", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -51,7 +60,8 @@ def command(recipe: str, output: str | None, submit: bool, follow: bool, backend
             poll: float) -> None:
     """Render RECIPE (YAML) into an sbatch script that gang-allocates its nodes, survives
     node failure by requeueing, and resumes from the newest complete checkpoint."""
-    script = render(load_recipe(recipe))
+    parsed = load_recipe(recipe)
+    script = render(parsed)
     if output:
         write_atomic(Path(output), script)
     elif not (submit or follow):
@@ -60,6 +70,7 @@ def command(recipe: str, output: str | None, submit: bool, follow: bool, backend
     if not (submit or follow):
         return
     slurm = client(backend)
+    make_log_dir(parsed.log_dir)
     job_id = slurm.submit(script, workdir=os.getcwd())
     click.echo(job_id)
     if follow:

@@ -105,7 +105,10 @@ class _Reader:
         value = self._scalar(node, fld, "a string")
         if value is None:
             raise self.err(node, fld, "is empty: give a value or remove the field")
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        if isinstance(value, bool):
+            raise self.err(node, fld, f"{node.value!r} is read as a YAML boolean: quote it, "
+                           f"e.g. \"{node.value}\"")
+        if not isinstance(value, (str, int, float)):
             raise self.err(node, fld, f"must be a string, got {value!r}: quote it")
         text = str(value)
         if text == "":
@@ -174,6 +177,7 @@ class _Section:
     node: yaml.MappingNode
     prefix: str
     known: tuple[str, ...]
+    anchor: yaml.Node | None = None  # the section's key, where "missing" errors point
 
     def __post_init__(self) -> None:
         self.items = mapping_items(self.reader.source, self.node, self.prefix)
@@ -195,7 +199,7 @@ class _Section:
     def require(self, key: str, read: Callable[[yaml.Node, str], Any], example: str) -> Any:
         if key not in self.items:
             where = self.prefix or "recipe"
-            raise self.reader.err(self.node, self.name(key),
+            raise self.reader.err(self.anchor or self.node, self.name(key),
                                   f"missing: add it to {where}, e.g. {example}")
         return read(self.items[key][1], self.name(key))
 
@@ -271,8 +275,9 @@ def parse_recipe(text: str, path: str, sha256: str | None = None) -> Recipe:
                     "directory path without %, e.g. /fsx/logs")
 
     environment = top.get("environment", _read_environment(r), ())
-    container = top.get("container", _read_container(r))
-    checkpoint = top.get("checkpoint", _read_checkpoint(r))
+    container = _read_container(r, *top.items["container"]) if "container" in top.items else None
+    checkpoint = (_read_checkpoint(r, *top.items["checkpoint"])
+                  if "checkpoint" in top.items else None)
 
     max_restarts = 3
     if "requeue" in top.items:
@@ -350,39 +355,34 @@ def _read_environment(r: _Reader) -> Callable[[yaml.Node, str], tuple[tuple[str,
                 value = ""
             else:
                 value = r.string(value_node, name)
-                if isinstance(r.source.scalar(value_node, name), bool):
-                    raise r.err(value_node, name, "is a YAML boolean: quote it "
-                                "(e.g. \"1\" or \"true\")")
             out.append((key, value))
         return tuple(out)
 
     return read
 
 
-def _read_container(r: _Reader) -> Callable[[yaml.Node, str], Container]:
-    def read(node: yaml.Node, fld: str) -> Container:
-        sec = _Section(r, r.mapping(node, fld), fld, CONTAINER_FIELDS)
-        image = sec.require("image", r.string, "image: /fsx/images/train.sqsh")
-        _check_flag(r, sec.node_of("image"), f"{fld}.image", "container-image", image)
-        mounts = sec.get("mounts", lambda n, f: r.string_list(n, f), ())
-        for i, mount in enumerate(mounts):
-            item = sec.node_of("mounts").value[i]
-            if "," in mount:
-                raise r.err(item, f"{fld}.mounts[{i}]", "holds a comma: give one mount per "
-                            "list item")
-            _check_flag(r, item, f"{fld}.mounts[{i}]", "container-mounts", mount)
-        workdir = sec.get("workdir", r.string)
-        if workdir is not None:
-            _check_flag(r, sec.node_of("workdir"), f"{fld}.workdir", "container-workdir",
-                        workdir)
-        efa = sec.get("efa", lambda n, f: r.choice(n, f, EFA_MODES))
-        if efa is not None:
-            _check_flag(r, sec.node_of("efa"), f"{fld}.efa", "container-efa", efa)
-        mount_home = sec.get("mount_home", r.boolean)
-        return Container(image=image, mounts=mounts, workdir=workdir, efa=efa,
-                         mount_home=mount_home)
-
-    return read
+def _read_container(r: _Reader, key: yaml.Node, node: yaml.Node) -> Container:
+    fld = "container"
+    sec = _Section(r, r.mapping(node, fld), fld, CONTAINER_FIELDS, key)
+    image = sec.require("image", r.string, "image: /fsx/images/train.sqsh")
+    _check_flag(r, sec.node_of("image"), f"{fld}.image", "container-image", image)
+    mounts = sec.get("mounts", lambda n, f: r.string_list(n, f), ())
+    for i, mount in enumerate(mounts):
+        item = sec.node_of("mounts").value[i]
+        if "," in mount:
+            raise r.err(item, f"{fld}.mounts[{i}]", "holds a comma: give one mount per "
+                        "list item")
+        _check_flag(r, item, f"{fld}.mounts[{i}]", "container-mounts", mount)
+    workdir = sec.get("workdir", r.string)
+    if workdir is not None:
+        _check_flag(r, sec.node_of("workdir"), f"{fld}.workdir", "container-workdir",
+                    workdir)
+    efa = sec.get("efa", lambda n, f: r.choice(n, f, EFA_MODES))
+    if efa is not None:
+        _check_flag(r, sec.node_of("efa"), f"{fld}.efa", "container-efa", efa)
+    mount_home = sec.get("mount_home", r.boolean)
+    return Container(image=image, mounts=mounts, workdir=workdir, efa=efa,
+                     mount_home=mount_home)
 
 
 def _check_flag(r: _Reader, node: yaml.Node, fld: str, flag: str, value: str | None) -> None:
@@ -398,30 +398,28 @@ def _check_flag(r: _Reader, node: yaml.Node, fld: str, flag: str, value: str | N
         raise r.err(node, fld, str(exc)) from None
 
 
-def _read_checkpoint(r: _Reader) -> Callable[[yaml.Node, str], Checkpoint]:
-    def read(node: yaml.Node, fld: str) -> Checkpoint:
-        sec = _Section(r, r.mapping(node, fld), fld, CHECKPOINT_FIELDS)
-        directory = sec.require("dir", r.string, "dir: /fsx/checkpoints/my-run")
-        if not directory.startswith("/"):
-            raise r.err(sec.node_of("dir"), f"{fld}.dir", f"{directory!r} must be an "
-                        "absolute path on shared storage, e.g. /fsx/checkpoints/my-run")
-        pattern = sec.get("pattern", r.string, "*")
-        if not _GLOB.fullmatch(pattern):
-            raise r.err(sec.node_of("pattern"), f"{fld}.pattern", f"{pattern!r} must be a "
-                        "file-name glob made of letters, digits, . _ - + and * ? [ ], "
-                        "e.g. step_*")
-        marker = sec.require("complete_marker", r.string, "complete_marker: COMPLETE")
-        if not _MARKER.fullmatch(marker) or marker in (".", ".."):
-            raise r.err(sec.node_of("complete_marker"), f"{fld}.complete_marker",
-                        f"{marker!r} must be a plain file name (letters, digits, . _ - +) "
-                        "that the program writes inside a checkpoint once it is complete")
-        newest = sec.get("newest_by", lambda n, f: r.choice(n, f, NEWEST_BY), "name")
-        resume = sec.require("resume", lambda n, f: r.string_list(n, f, split=True),
-                             "resume: \"--resume {checkpoint}\"")
-        if not any(PLACEHOLDER in word for word in resume):
-            raise r.err(sec.node_of("resume"), f"{fld}.resume", "must contain {checkpoint} "
-                        "where the checkpoint path goes, e.g. \"--resume {checkpoint}\"")
-        return Checkpoint(dir=directory.rstrip("/") or "/", resume=resume,
-                          complete_marker=marker, pattern=pattern, newest_by=newest)
-
-    return read
+def _read_checkpoint(r: _Reader, key: yaml.Node, node: yaml.Node) -> Checkpoint:
+    fld = "checkpoint"
+    sec = _Section(r, r.mapping(node, fld), fld, CHECKPOINT_FIELDS, key)
+    directory = sec.require("dir", r.string, "dir: /fsx/checkpoints/my-run")
+    if not directory.startswith("/"):
+        raise r.err(sec.node_of("dir"), f"{fld}.dir", f"{directory!r} must be an "
+                    "absolute path on shared storage, e.g. /fsx/checkpoints/my-run")
+    pattern = sec.get("pattern", r.string, "*")
+    if not _GLOB.fullmatch(pattern):
+        raise r.err(sec.node_of("pattern"), f"{fld}.pattern", f"{pattern!r} must be a "
+                    "file-name glob made of letters, digits, . _ - + and * ? [ ], "
+                    "e.g. step_*")
+    marker = sec.require("complete_marker", r.string, "complete_marker: COMPLETE")
+    if not _MARKER.fullmatch(marker) or marker in (".", ".."):
+        raise r.err(sec.node_of("complete_marker"), f"{fld}.complete_marker",
+                    f"{marker!r} must be a plain file name (letters, digits, . _ - +) "
+                    "that the program writes inside a checkpoint once it is complete")
+    newest = sec.get("newest_by", lambda n, f: r.choice(n, f, NEWEST_BY), "name")
+    resume = sec.require("resume", lambda n, f: r.string_list(n, f, split=True),
+                         "resume: \"--resume {checkpoint}\"")
+    if not any(PLACEHOLDER in word for word in resume):
+        raise r.err(sec.node_of("resume"), f"{fld}.resume", "must contain {checkpoint} "
+                    "where the checkpoint path goes, e.g. \"--resume {checkpoint}\"")
+    return Checkpoint(dir=directory.rstrip("/") or "/", resume=resume,
+                      complete_marker=marker, pattern=pattern, newest_by=newest)
