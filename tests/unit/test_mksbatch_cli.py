@@ -60,7 +60,7 @@ def test_unwritable_output_is_one_line(tmp_path: Path) -> None:
 
 
 def test_submit_without_slurm_commands_is_one_line(tmp_path: Path) -> None:
-    (tmp_path / "r.yaml").write_text(GOOD)
+    (tmp_path / "r.yaml").write_text(GOOD.replace("/l", str(tmp_path / "logs")))
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     proc = mksbatch("r.yaml", "--submit", "--backend", "cli", cwd=tmp_path, path=str(empty))
