@@ -22,7 +22,9 @@ void sq_report_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	slurm_error("squall: %s", line);
+	/* Logged at info level: slurmstepd's errors may also reach srun, and the task
+	 * prints this line there once. */
+	slurm_info("squall: error: %s", line);
 	if (pending[0] == '\0')
 		snprintf(pending, sizeof(pending), "%s", line);
 }

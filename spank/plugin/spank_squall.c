@@ -318,7 +318,7 @@ static void user_init_steps(spank_t sp)
 	struct sq_start_request req;
 	struct sq_runtime rt;
 	char **job_env = NULL, **env_lines = NULL, **mount_lines = NULL, **hook_argv = NULL;
-	char err[2048], cwd[PATH_MAX], scope[32];
+	char err[8192], cwd[PATH_MAX], scope[32];
 	int want_save, r;
 
 	sq_phase_begin();
@@ -328,6 +328,15 @@ static void user_init_steps(spank_t sp)
 	if (sq_stepconf_env(job_env, &sq_args, st.runtime_dir, &st.runtime_env, err,
 			    sizeof(err)) < 0)
 		return fail(err);
+	{
+		char rt_dir[PATH_MAX + 16];
+		snprintf(rt_dir, sizeof(rt_dir), "%s/enroot", st.runtime_dir);
+		if (mkdir(rt_dir, 0700) < 0 && errno != EEXIST) {
+			snprintf(err, sizeof(err), "cannot create %s: %s (plugstack.conf "
+				 "runtime_path)", rt_dir, strerror(errno));
+			return fail(err);
+		}
+	}
 	if (access(cfg.enroot, X_OK) < 0) {
 		snprintf(err, sizeof(err), "container runtime not found: %s is not executable on "
 			 "this node (%s): install Enroot or fix enroot= in plugstack.conf",
@@ -381,7 +390,7 @@ static void user_init_steps(spank_t sp)
 		}
 		sq_named_remove(&rt, st.save_container, err, sizeof(err));
 		if (sq_named_create(&rt, st.save_container, st.image.path, err, sizeof(err)) < 0) {
-			char msg[2100];
+			char msg[8300];
 			free(st.save_container);
 			st.save_container = NULL;
 			snprintf(msg, sizeof(msg), "--container-save: %s", err);

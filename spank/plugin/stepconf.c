@@ -78,7 +78,7 @@ int sq_stepconf_env(char *const job_env[], const struct sq_opts *o, const char *
 		return -1;
 	while (clean[n] != NULL)
 		n++;
-	if (asprintf(&line, "ENROOT_RUNTIME_PATH=%s", runtime_dir) < 0 ||
+	if (asprintf(&line, "ENROOT_RUNTIME_PATH=%s/enroot", runtime_dir) < 0 ||
 	    sq_line_append(&clean, &n, line) < 0 ||
 	    add_setting(&clean, &n, "ENROOT_MOUNT_HOME", o->mount_home) < 0 ||
 	    add_setting(&clean, &n, "ENROOT_REMAP_ROOT", o->remap_root) < 0 ||

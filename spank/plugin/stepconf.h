@@ -3,6 +3,8 @@
  *
  * Environment: the job's, cleaned by the core's deny list (env.h), plus the ENROOT_*
  * settings the flags ask for (only those given: otherwise the site's enroot.conf rules).
+ * ENROOT_RUNTIME_PATH is RUNTIME_DIR/enroot: a runtime may mount over it inside its
+ * namespace, so the conf file lives beside it, in RUNTIME_DIR.
  * Conf file: rendered by the core (conf.h), written by the job user with O_EXCL mode
  * 0600 into the per-user runtime directory, removed once the container has started.
  */

@@ -1,0 +1,113 @@
+"""Small squashfs test images for cluster tests, built on a node from the node's own binaries.
+
+No busybox and no registry are needed: a minimal root filesystem is assembled from the
+node's coreutils, shells and the libraries ``ldd`` names, given a distinct
+``/etc/os-release`` (so a test can prove it read the image, not the host) and an
+``/etc/environment``, then squashed with ``mksquashfs -comp lzo -noD`` (Enroot's
+format). ``extra_mb`` adds incompressible data to reach a target size (benchmarks).
+
+Other helpers' cluster tests may reuse :func:`build_image` and the ``base_image``
+fixture (import it into the test module).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from .cluster import Cluster
+
+IMAGE_DIR = "/fsx/images/squall-test"
+SCRIPT = f"{IMAGE_DIR}/mkimage.sh"
+
+# Run as root on a node: mkimage.sh OUT OS_ID EXTRA_MB [KEY=VALUE ...] (environment lines)
+MKIMAGE = r"""#!/bin/bash
+set -euo pipefail
+out=$1 os_id=$2 extra_mb=$3
+shift 3
+tmp=$(mktemp -d /tmp/squall-img.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+root=$tmp/root
+mkdir -p "$root"/{usr/bin,etc,proc,sys,dev,tmp,run,var/tmp,home,root,fsx,work,data}
+chmod 1777 "$root/tmp" "$root/var/tmp"
+ln -s usr/bin "$root/bin"
+ln -s usr/bin "$root/sbin"
+bins=()
+for b in sh dash bash cat readlink env pwd touch sleep id ls mkdir true false stat echo \
+         head tail hostname printenv tr wc sort grep rm cp mv ln basename dirname kill ps \
+         sed awk uname date mount; do
+    p=$(type -P "$b" || true)
+    if [ -n "$p" ]; then cp -L "$p" "$root/usr/bin/$b"; bins+=("$p"); fi
+done
+for f in "${bins[@]}"; do
+    ldd "$f" 2>/dev/null | awk '/=>/ && $3 ~ /^\// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}' || true
+done | sort -u | while read -r lib; do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+done
+# procps (ps) reads its library from the multiarch dir; keep /lib64 and /lib as real dirs.
+cat >"$root/etc/os-release" <<OS
+NAME="squall test image"
+ID=$os_id
+PRETTY_NAME="squall test image $os_id"
+VERSION_ID=1
+OS
+getent passwd root squall >"$root/etc/passwd"
+getent group root squall >"$root/etc/group"
+printf '%s\n' "$@" >"$root/etc/environment"
+echo "$os_id" >"$root/etc/squall-image-id"
+# Like the /etc/rc and entrypoint that `enroot import` writes for an image with
+# WORKDIR /work and an ENTRYPOINT: the entrypoint marks the environment, then execs.
+cat >"$root/etc/rc" <<'RC'
+mkdir -p "/work" 2>/dev/null
+cd "/work" && unset OLDPWD || exit 1
+if [ -s /etc/rc.local ]; then . /etc/rc.local; fi
+if [ $# -gt 0 ]; then exec /usr/bin/squall-entrypoint "$@"; else exec /usr/bin/squall-entrypoint /bin/sh; fi
+RC
+cat >"$root/usr/bin/squall-entrypoint" <<'EP'
+#!/bin/sh
+echo "squall-entrypoint: ran"
+export SQUALL_ENTRYPOINT_RAN=1
+exec "$@"
+EP
+chmod 0755 "$root/usr/bin/squall-entrypoint"
+i=0
+while [ "$i" -lt "$extra_mb" ]; do
+    n=$(( extra_mb - i < 64 ? extra_mb - i : 64 ))
+    head -c "$(( n * 1048576 ))" /dev/urandom >"$root/data/blob-$i"
+    i=$(( i + n ))
+done
+mkdir -p "$(dirname "$out")"
+mksquashfs "$root" "$out.tmp.$$" -noappend -quiet -no-progress -comp lzo -noD -all-root >/dev/null
+chmod 0644 "$out.tmp.$$"
+chown 1000:1000 "$out.tmp.$$"
+mv -f "$out.tmp.$$" "$out"
+"""
+
+
+def build_image(cluster: Cluster, path: str, os_id: str, extra_mb: int = 0,
+                env: dict[str, str] | None = None, node: str = "node1",
+                rebuild: bool = False) -> str:
+    """Build (or reuse) a squashfs image at ``path`` (under /fsx) whose os-release ID is os_id."""
+    cluster.put(SCRIPT, MKIMAGE, mode=0o755)
+    lines = " ".join(shlex.quote(f"{k}={v}") for k, v in (env or {}).items())
+    if not rebuild:
+        have = cluster.run(f"grep -qx {shlex.quote(os_id)} <(unsquashfs -cat {path} "
+                           f"etc/squall-image-id 2>/dev/null)", node=node, user="root",
+                           check=False, timeout=60)
+        if have.rc == 0:
+            return path
+    cluster.run(f"bash {SCRIPT} {shlex.quote(path)} {shlex.quote(os_id)} {int(extra_mb)} {lines}",
+                node=node, user="root", timeout=900)
+    return path
+
+
+IMAGE_ENV = {"SQUALL_IMAGE_VAR": "from-image", "SQUALL_BOTH_VAR": "image-value",
+             "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+@pytest.fixture(scope="session")
+def base_image(cluster: Cluster) -> str:
+    """A ~10 MB image: ID=squalltest, SQUALL_IMAGE_VAR and SQUALL_BOTH_VAR in /etc/environment."""
+    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
