@@ -505,7 +505,8 @@ static const char *env_lookup(char *const envp[], const char *name)
 int sq_opts_load_environ(struct sq_opts *o, char *const envp[], char *err, size_t errlen)
 {
 	static const struct { const char *prefix; int source; } prefixes[] = {
-		{ "PYXIS_", SQ_SRC_ENV_PYXIS }, { "SQUALL_", SQ_SRC_ENV_SQUALL },
+		/* Stronger source first: a weaker value it overrides is then never parsed. */
+		{ "SQUALL_", SQ_SRC_ENV_SQUALL }, { "PYXIS_", SQ_SRC_ENV_PYXIS },
 	};
 	char var[96];
 	const char *v;

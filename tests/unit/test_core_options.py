@@ -178,6 +178,10 @@ def test_bad_pyxis_value_is_ignored_when_squall_overrides_it():
     opts = resolve_step_options([("container-image", "u")],
                                 {"PYXIS_CONTAINER_IMAGE": "Bad", "SQUALL_CONTAINER_IMAGE": "x"})
     assert opts.image == "u"
+    opts = resolve_step_options([], {"PYXIS_CONTAINER_MOUNTS": "bad",
+                                     "SQUALL_CONTAINER_MOUNTS": "/a",
+                                     "SQUALL_CONTAINER_IMAGE": "x"})
+    assert opts.mounts == "/a"
 
 
 def test_opposite_environment_variables_conflict():
