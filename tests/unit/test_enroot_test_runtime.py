@@ -1,0 +1,499 @@
+"""squall's Enroot TEST DOUBLE (tests/enroot_test_runtime), checked point by point against
+../shared/reference/enroot-contract.md with real squashfs images, real squashfuse and real
+user and mount namespaces. Runs as root on the host; the unprivileged case runs inside a
+docker container (the host's /dev/fuse is 0600)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME_DIR = ROOT / "tests" / "enroot_test_runtime"
+ENROOT = RUNTIME_DIR / "bin" / "enroot"
+TOOLS = ("mksquashfs", "unsquashfs", "squashfuse", "fuse-overlayfs", "unshare", "setpriv", "perl")
+IMAGE_BINARIES = ("sh", "cat", "echo", "env", "ls", "grep", "id", "touch", "mkdir", "sleep", "true")
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("SQUALL_ALLOW_SKIP") == "1" and os.environ.get("CI") != "true":
+        pytest.skip(what)
+    pytest.fail(f"{what} (set SQUALL_ALLOW_SKIP=1 to skip outside CI)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prerequisites() -> None:
+    for tool in TOOLS:
+        if shutil.which(tool) is None:
+            _missing(f"{tool} is not installed: apt install squashfs-tools squashfuse fuse-overlayfs util-linux")
+    if os.geteuid() != 0:
+        _missing("these tests run as root on the host (the unprivileged case runs in docker)")
+
+
+def _copy_with_libs(binary: str, root: Path) -> None:
+    path = Path(shutil.which(binary) or pytest.fail(f"{binary} not found"))
+    libs = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
+    files = [path] + [Path(w) for w in libs.split() if w.startswith("/")]
+    for f in files:
+        dest = root / f.relative_to("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.exists():
+            shutil.copy2(f.resolve(), dest)
+
+
+@pytest.fixture(scope="module")
+def base_tree(tmp_path_factory) -> Path:
+    """A tiny root filesystem: a few host binaries with their libraries, plus /etc files."""
+    root = tmp_path_factory.mktemp("tree") / "rootfs"
+    for b in IMAGE_BINARIES:
+        _copy_with_libs(b, root)
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc/os-release").write_text("ID=squalltest\nVERSION_ID=1\n")
+    (root / "etc/environment").write_text(
+        'PATH=/usr/bin:/bin\nFROM_IMAGE="image"\nBAR=image\nBAZ=image\nQUX=image\n'
+        "HOSTREF=${SQUALL_T_HOSTVAL}\n")
+    return root
+
+
+def make_image(tree: Path, dest: Path, **extra: str) -> Path:
+    """Squash a copy of TREE with EXTRA files (path relative to / -> content)."""
+    work = dest.with_suffix(".tree")
+    shutil.copytree(tree, work, symlinks=True)
+    for rel, content in extra.items():
+        f = work / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(content)
+    subprocess.run(["mksquashfs", str(work), str(dest), "-noappend", "-quiet", "-no-progress",
+                    "-comp", "lzo", "-noD"], check=True, stdout=subprocess.DEVNULL)
+    shutil.rmtree(work)
+    return dest
+
+
+@pytest.fixture()
+def image(base_tree, tmp_path) -> Path:
+    return make_image(base_tree, tmp_path / "base.sqsh")
+
+
+@pytest.fixture()
+def env(tmp_path) -> dict[str, str]:
+    """A private Enroot configuration: sysconf, user config, data, runtime and temp dirs."""
+    sysconf = tmp_path / "sysconf"
+    for d in ("environ.d", "mounts.d", "hooks.d"):
+        (sysconf / d).mkdir(parents=True)
+    (sysconf / "enroot.conf").write_text("ENROOT_DATA_PATH ${SQUALL_T_BASE}/data\n")
+    (tmp_path / "temp").mkdir()
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ENROOT_")}
+    e.update(SQUALL_T_BASE=str(tmp_path), ENROOT_SYSCONF_PATH=str(sysconf),
+             ENROOT_CONFIG_PATH=str(tmp_path / "userconf"),
+             ENROOT_RUNTIME_PATH=str(tmp_path / "runtime"), ENROOT_TEMP_PATH=str(tmp_path / "temp"))
+    return e
+
+
+def enroot(env: dict[str, str], *args: str, check: bool = True, timeout: float = 60,
+           cwd: Path | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(ENROOT), *args], env=env, capture_output=True, text=True,
+                       timeout=timeout, cwd=cwd)
+    if check and r.returncode != 0:
+        pytest.fail(f"enroot {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+    return r
+
+
+def container_env(out: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live (non-zombie) processes whose command line mentions TEXT."""
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (p / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z" and p.name != str(os.getpid()):
+            found.append(f"{p.name}: {cmdline}")
+    return found
+
+
+def wait_until_clean(image: Path, runtime: Path, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        procs = processes_mentioning(str(image))
+        mounts = [m for m in Path("/proc/mounts").read_text().splitlines()
+                  if str(image) in m or str(runtime) in m]
+        if not procs and not mounts:
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"left behind after exit: processes {procs}, mounts {mounts}")
+        time.sleep(0.05)
+    assert not runtime.exists() or not any(runtime.iterdir()), "files left in ENROOT_RUNTIME_PATH"
+
+
+def one_line_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line error, got: {r.stderr!r}"
+    assert lines[0].startswith("[ERROR] ")
+    return lines[0]
+
+
+# --- start: root filesystem, process identity -------------------------------------------
+
+def test_version_says_it_is_the_test_double(env):
+    out = enroot(env, "version").stdout
+    assert out.startswith("4.1.") and "squall test double" in out and "not NVIDIA Enroot" in out
+
+
+def test_start_prints_a_file_of_the_image(env, image):
+    r = enroot(env, "start", str(image), "cat", "/etc/os-release")
+    assert r.stdout == "ID=squalltest\nVERSION_ID=1\n"
+    assert r.stderr == ""
+
+
+def test_container_main_process_is_the_enroot_start_process(env, image):
+    p = subprocess.Popen([str(ENROOT), "start", str(image), "sh", "-c", "echo $$"], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0 and int(out) == p.pid
+
+
+def test_relative_image_path_and_login_shell_when_no_command(env, image):
+    r = subprocess.run([str(ENROOT), "start", image.name], env=env, cwd=image.parent,
+                       input="cat /etc/os-release\n", capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "ID=squalltest" in r.stdout
+
+
+# --- environment -------------------------------------------------------------------------
+
+def test_environment_precedence_image_environd_conf_cli(env, image, tmp_path):
+    sysconf = Path(env["ENROOT_SYSCONF_PATH"])
+    (sysconf / "environ.d/10-site.env").write_text("BAR=environd\nBAZ=environd\nQUX=environd\n")
+    conf = tmp_path / "c.conf"
+    conf.write_text("environ() {\n  echo BAZ=conf\n  echo QUX=conf\n  echo ENROOT_SECRET=x\n}\n")
+    env = dict(env, SQUALL_T_HOSTVAL="from-host", SQUALL_T_PASS="passed")
+    r = enroot(env, "start", "--conf", str(conf), "-e", "QUX=cli", "-e", "SQUALL_T_PASS",
+               "-e", "SQUALL_T_UNSET_ONE", str(image), "env")
+    got = container_env(r.stdout)
+    assert got["FROM_IMAGE"] == "image"          # quotes of /etc/environment removed
+    assert got["BAR"] == "environd"              # environ.d over the image
+    assert got["BAZ"] == "conf"                  # conf environ() over environ.d
+    assert got["QUX"] == "cli"                   # -e over everything
+    assert got["HOSTREF"] == "from-host"         # ${VAR} substituted from the host
+    assert got["SQUALL_T_PASS"] == "passed"      # -e KEY takes the host value
+    assert "SQUALL_T_UNSET_ONE" not in got and "SQUALL_T_BASE" not in got  # host env not leaked
+    assert not [k for k in got if k.startswith("ENROOT_")]
+
+
+# --- mounts and the root filesystem ------------------------------------------------------
+
+def test_mount_bind_rw_ro_and_tmpfs(env, image, tmp_path):
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    rw.mkdir(), ro.mkdir()
+    (ro / "f").write_text("ro-data\n")
+    script = ("cat /data/ro/f; echo new > /data/rw/new && echo RW-OK;"
+              " echo x > /data/ro/x 2>/dev/null || echo RO-REFUSED;"
+              " grep ' /scratch ' /proc/self/mountinfo | grep -q tmpfs && echo TMPFS-OK;"
+              " echo t > /scratch/t && echo TMPFS-WRITABLE")
+    r = enroot(env, "start", "-m", f"{rw}:/data/rw", "-m", f"{ro}:/data/ro:none:ro",
+               "--mount", "tmpfs:/scratch:tmpfs", str(image), "sh", "-c", script)
+    assert r.stdout.split() == ["ro-data", "RW-OK", "RO-REFUSED", "TMPFS-OK", "TMPFS-WRITABLE"]
+    assert (rw / "new").read_text() == "new\n" and not (ro / "x").exists()
+
+
+def test_root_is_read_only_unless_rw(env, image):
+    touch = ["sh", "-c", "touch /newfile 2>/dev/null && echo WROTE || echo READONLY"]
+    assert enroot(env, "start", str(image), *touch).stdout.strip() == "READONLY"
+    assert enroot(env, "start", "--rw", str(image), *touch).stdout.strip() == "WROTE"
+    assert enroot(env, "start", "-w", str(image), *touch).stdout.strip() == "WROTE"
+    # Enroot booleans: only no/n/N/No/f/false/FALSE are off; "0" means on.
+    on = dict(env, ENROOT_ROOTFS_WRITABLE="0")
+    assert enroot(on, "start", str(image), *touch).stdout.strip() == "WROTE"
+    off = dict(env, ENROOT_ROOTFS_WRITABLE="false")
+    assert enroot(off, "start", str(image), *touch).stdout.strip() == "READONLY"
+
+
+def test_writes_vanish_at_exit(env, image):
+    enroot(env, "start", "--rw", str(image), "sh", "-c", "echo gone > /etc/marker")
+    r = enroot(env, "start", str(image), "sh", "-c", "cat /etc/marker 2>/dev/null || echo ABSENT")
+    assert r.stdout.strip() == "ABSENT"
+    assert not any(Path(env["ENROOT_RUNTIME_PATH"]).iterdir())
+
+
+def test_image_fstab_and_sysconf_mounts_d_with_x_create(env, base_tree, tmp_path):
+    hostdir = tmp_path / "hostdir"
+    hostdir.mkdir()
+    (hostdir / "h").write_text("host-file\n")
+    img = make_image(base_tree, tmp_path / "fstab.sqsh", **{
+        "etc/fstab": "# comment\ntmpfs /fromfstab tmpfs x-create=dir,mode=0755\n"
+                     "${SQUALL_T_DIR} /hostv none x-create=dir,bind,ro\n"})
+    (Path(env["ENROOT_SYSCONF_PATH"]) / "mounts.d/10-site.fstab").write_text(
+        f"{hostdir}/h /etc/site-file none x-create=file,bind\n")
+    e = dict(env, SQUALL_T_DIR=str(hostdir))
+    r = enroot(e, "start", str(img), "sh", "-c",
+               "grep -c ' /fromfstab ' /proc/self/mountinfo; cat /hostv/h /etc/site-file")
+    assert r.stdout.split("\n")[:3] == ["1", "host-file", "host-file"]
+
+
+def test_dev_proc_sys_from_host_unless_restrict_dev(env, image):
+    probe = ["sh", "-c", "ls /proc/self/ns/mnt /sys/kernel >/dev/null && echo PROC-SYS;"
+             " ls /dev/fuse >/dev/null 2>&1 && echo FUSE || echo NO-FUSE; ls /dev/null"]
+    assert enroot(env, "start", str(image), *probe).stdout.split() == ["PROC-SYS", "FUSE", "/dev/null"]
+    restricted = dict(env, ENROOT_RESTRICT_DEV="y")
+    assert enroot(restricted, "start", str(image), *probe).stdout.split() == [
+        "PROC-SYS", "NO-FUSE", "/dev/null"]
+
+
+# --- conf file, hooks, rc ----------------------------------------------------------------
+
+def test_conf_hooks_see_rootfs_and_queue_env_and_mounts(env, image, tmp_path):
+    hostdir = tmp_path / "queued"
+    hostdir.mkdir()
+    (hostdir / "q").write_text("queued-mount\n")
+    sysconf = Path(env["ENROOT_SYSCONF_PATH"])
+    sys_hook = sysconf / "hooks.d/10-site.sh"
+    sys_hook.write_text("#!/bin/sh\necho SYSHOOK=ran >> \"$ENROOT_ENVIRON\"\n")
+    # hooks.d runs first: the conf's hooks() sees what it wrote and overrides it.
+    sys_hook.chmod(0o755)
+    (sysconf / "hooks.d/20-not-executable.sh").write_text("#!/bin/sh\nexit 1\n")
+    conf = tmp_path / "c.conf"
+    conf.write_text(
+        "hooks() {\n"
+        '  [ "$ENROOT_PID" -gt 1 ]\n'
+        '  SYSHOOK_SEEN=$(grep -c SYSHOOK=ran "$ENROOT_ENVIRON")\n'
+        '  . "$ENROOT_ROOTFS/etc/os-release"\n'
+        '  printf "HOOK_SAW=%s\\nSYSHOOK=%s\\n" "$ID" "conf-after-$SYSHOOK_SEEN" >> "$ENROOT_ENVIRON"\n'
+        f'  echo "{hostdir} /queued none x-create=dir,bind" >> "$ENROOT_MOUNTS"\n'
+        "}\n"
+        "mounts() {\n"
+        f'  echo "{hostdir}/q /from-conf none x-create=file,bind"\n'
+        "}\n")
+    r = enroot(env, "start", "-c", str(conf), str(image), "sh", "-c",
+               "echo HOOK_SAW=$HOOK_SAW; cat /queued/q /from-conf; echo SYSHOOK=$SYSHOOK")
+    assert r.stdout.split("\n")[:4] == [
+        "HOOK_SAW=squalltest", "queued-mount", "queued-mount", "SYSHOOK=conf-after-1"], r.stdout
+
+
+def test_failing_hook_aborts_the_start_with_its_message(env, image, tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text("hooks() {\n  echo 'efa-hook: no EFA device on this node' >&2\n  return 4\n}\n")
+    marker = tmp_path / "ran"
+    r = enroot(env, "start", "--conf", str(conf), "-m", f"{tmp_path}:/t", str(image),
+               "touch", "/t/ran", check=False)
+    assert r.returncode != 0 and not marker.exists()
+    assert "efa-hook: no EFA device on this node" in r.stderr
+    assert "[ERROR] Hook hooks() of" in r.stderr.strip().splitlines()[-1]
+    wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
+def test_etc_rc_runs_with_the_arguments_and_rc_options_replace_it(env, base_tree, tmp_path):
+    img = make_image(base_tree, tmp_path / "rc.sqsh",
+                     **{"etc/rc": 'echo "image rc: $*"\nexec "$@"\n'})
+    assert enroot(env, "start", str(img), "echo", "hi", "there").stdout == \
+        "image rc: echo hi there\nhi there\n"
+    rcfile = tmp_path / "rc"
+    rcfile.write_text('echo "option rc: $#"\n')
+    assert enroot(env, "start", "--rc", str(rcfile), str(img), "a", "b").stdout == "option rc: 2\n"
+    conf = tmp_path / "c.conf"
+    conf.write_text("rc() {\n  echo 'echo \"conf rc: $1\"'\n}\n")
+    assert enroot(env, "start", "-c", str(conf), str(img), "x").stdout == "conf rc: x\n"
+
+
+# --- lifetime: the plugin's stop/join/kill pattern ---------------------------------------
+
+def test_sigkill_while_stopped_leaves_no_mount_and_no_daemon(env, image):
+    p = subprocess.Popen([str(ENROOT), "start", str(image), "sh", "-c", "kill -STOP $$; exit 0"],
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        _, status = os.waitpid(p.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), f"container exited instead of stopping: {p.stderr.read()}"
+        own_ns = os.readlink("/proc/self/ns/mnt")
+        assert os.readlink(f"/proc/{p.pid}/ns/mnt") != own_ns
+        assert os.readlink(f"/proc/{p.pid}/ns/user") != os.readlink("/proc/self/ns/user")
+        assert Path(f"/proc/{p.pid}/root/etc/os-release").read_text().startswith("ID=squalltest")
+        # Joining the mount namespace lands in the container root (pivot_root, not chroot).
+        joined = subprocess.run(["nsenter", "-t", str(p.pid), "-U", "-m", "--preserve-credentials",
+                                 "cat", "/etc/os-release"], capture_output=True, text=True, timeout=10)
+        assert joined.stdout.startswith("ID=squalltest"), joined.stderr
+        time.sleep(0.3)  # the daemon must stay while the main process is stopped
+        assert processes_mentioning(str(image)), "squashfuse died while the container was stopped"
+        environ = Path(f"/proc/{p.pid}/environ").read_bytes().split(b"\0")
+        assert b"PATH=/usr/bin:/bin" in environ
+        os.kill(p.pid, signal.SIGKILL)
+        os.waitpid(p.pid, 0)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stdout.close(), p.stderr.close()
+    wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+    assert not any(Path(env["ENROOT_TEMP_PATH"]).iterdir())
+
+
+def test_fuse_overlayfs_fallback_when_native_overlay_is_off(env, image):
+    e = dict(env, ENROOT_NATIVE_OVERLAYFS="no")
+    r = enroot(e, "start", "--rw", str(image), "sh", "-c",
+               "grep -c ' / / .* fuse.fuse-overlayfs ' /proc/self/mountinfo; touch /x && echo OK")
+    assert r.stdout.split() == ["1", "OK"]
+    wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
+# --- named containers --------------------------------------------------------------------
+
+def test_create_list_start_export_remove_round_trip(env, image, tmp_path):
+    assert enroot(env, "create", "-n", "c1", str(image)).stdout.strip() == "c1"
+    assert "already exists" in one_line_error(enroot(env, "create", "-n", "c1", str(image), check=False))
+    enroot(env, "create", "-f", "-n", "c1", str(image))
+    assert enroot(env, "list").stdout.split() == ["c1"]
+    assert enroot(env, "start", "c1", "cat", "/etc/os-release").stdout.startswith("ID=squalltest")
+    enroot(env, "start", "--rw", "c1", "sh", "-c", "echo kept > /etc/persist")
+    assert (Path(env["SQUALL_T_BASE"]) / "data/c1/etc/persist").read_text() == "kept\n"
+
+    p = subprocess.Popen([str(ENROOT), "start", "c1", "sh", "-c", "kill -STOP $$"], env=env)
+    os.waitpid(p.pid, os.WUNTRACED)
+    try:
+        listing = enroot(env, "list", "-f").stdout
+        assert f"c1\t{p.pid}\t" in listing, listing
+        assert "is running" in one_line_error(enroot(env, "remove", "-f", "c1", check=False))
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        os.waitpid(p.pid, 0)
+
+    out = tmp_path / "out" / "c1.sqsh"
+    out.parent.mkdir()
+    assert enroot(env, "export", "-o", str(out), "c1").stdout.strip() == str(out)
+    listing = subprocess.run(["unsquashfs", "-l", str(out)], capture_output=True, text=True).stdout
+    assert "squashfs-root/etc/persist" in listing
+    assert "already exists" in one_line_error(enroot(env, "export", "-o", str(out), "c1", check=False))
+    enroot(env, "export", "-f", "-o", str(out), "c1")
+    assert [f.name for f in out.parent.iterdir()] == ["c1.sqsh"]   # no temporary left
+    assert "add -f" in one_line_error(enroot(env, "remove", "c1", check=False))
+    enroot(env, "remove", "-f", "c1")
+    assert enroot(env, "list").stdout == ""
+    assert enroot(env, "start", str(out), "cat", "/etc/persist").stdout == "kept\n"
+
+
+def test_create_default_name_and_bad_names(env, image):
+    assert enroot(env, "create", str(image)).stdout.strip() == "base"
+    assert "Bad container name" in one_line_error(
+        enroot(env, "create", "-n", "a/b", str(image), check=False))
+    enroot(env, "remove", "-f", "base")
+
+
+# --- errors ------------------------------------------------------------------------------
+
+def test_not_a_squashfs_is_a_one_line_error(env, tmp_path):
+    junk = tmp_path / "junk.sqsh"
+    junk.write_bytes(b"this is not a squashfs image\n" * 100)
+    line = one_line_error(enroot(env, "start", str(junk), "true", check=False))
+    assert "Not a squashfs image" in line and str(junk) in line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["/nonexistent/img.sqsh", "true"], "No such image file: /nonexistent/img.sqsh"),
+    (["nosuchname", "true"], "No such container: nosuchname"),
+    (["-m", "/nonexistent-src:/x", "IMAGE", "true"], "Mount source does not exist: /nonexistent-src"),
+    (["-m", "justonefield", "IMAGE", "true"], "Bad --mount 'justonefield'"),
+    (["-m", "/tmp:/../../etc", "IMAGE", "true"], "'..' may not appear"),
+    (["-e", "1BAD=x", "IMAGE", "true"], "Bad --env '1BAD=x'"),
+    (["--bogus", "IMAGE"], "Unknown option for enroot start: '--bogus'"),
+    (["--conf", "/nonexistent.conf", "IMAGE"], "Cannot read the --conf file /nonexistent.conf"),
+    ([], "needs a container NAME or an IMAGE"),
+])
+def test_bad_start_input_is_a_one_line_error(env, image, args, words):
+    args = [str(image) if a == "IMAGE" else a for a in args]
+    line = one_line_error(enroot(env, "start", *args, check=False))
+    assert words in line
+    wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
+def test_other_commands_reject_bad_input(env):
+    assert "Unknown command" in one_line_error(enroot(env, "frobnicate", check=False))
+    assert "Unsupported URI scheme" in one_line_error(
+        enroot(env, "import", "podman://x", check=False))
+    assert "No such container" in one_line_error(enroot(env, "export", "nope", check=False))
+
+
+# --- speed -------------------------------------------------------------------------------
+
+def test_start_true_stays_near_real_enroot(env, image):
+    """Real `enroot start image.sqsh true` costs ~0.17 s; the double must stay in that range."""
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        enroot(env, "start", str(image), "true")
+        times.append(time.perf_counter() - t0)
+    assert statistics.median(times) < 0.5, times
+
+
+# --- unprivileged user, in a docker container (the host's /dev/fuse is 0600) -------------
+
+UNPRIVILEGED_SCRIPT = r"""
+set -eu
+chmod 666 /dev/fuse
+useradd -u 1000 -m u
+cp /work/base.sqsh /home/u/img.sqsh && chown u /home/u/img.sqsh
+AS_U=(setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u PATH=/usr/bin:/bin
+      ENROOT_SYSCONF_PATH=/nonexistent ENROOT_RUNTIME_PATH=/tmp/rt-u)
+run() { "${AS_U[@]}" "$@"; }
+E=/rt/bin/enroot
+echo "OSREL=$(run $E start /home/u/img.sqsh cat /etc/os-release | head -n1)"
+echo "ID=$(run $E start /home/u/img.sqsh id -u)"
+echo "CAPS=$(run $E start /home/u/img.sqsh grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\t\n' '  ')"
+echo "ROOTID=$(run $E start -r /home/u/img.sqsh id -u)"
+echo "ROOTCAPS=$(run $E start -r /home/u/img.sqsh grep CapEff /proc/self/status | tr -d '\t')"
+echo "OVERLAY=$(run $E start /home/u/img.sqsh grep ' / / ' /proc/self/mountinfo | grep -o ' - [a-z.-]*')"
+# A simple command in the background: setpriv, env and enroot exec in place, so $! is the container.
+"${AS_U[@]}" $E start /home/u/img.sqsh sh -c 'kill -STOP $$; exit 0' & pid=$!
+for i in $(seq 100); do grep -q '^State:.*T (stopped)' /proc/$pid/status && break; sleep 0.05; done
+echo "STOPPED=$(grep -c '^State:.*T' /proc/$pid/status)"
+echo "DAEMONS_WHILE_STOPPED=$(pgrep -u 1000 -c squashfuse || true)"
+kill -KILL $pid; wait $pid || true
+for i in $(seq 100); do pgrep -u 1000 squashfuse >/dev/null || break; sleep 0.05; done
+echo "DAEMONS_AFTER=$(pgrep -u 1000 -c squashfuse || true)"
+echo "MOUNTS_AFTER=$(grep -c -e img.sqsh -e /tmp/rt-u /proc/mounts || true)"
+echo "RUNTIME_LEFT=$(ls -A /tmp/rt-u | wc -l)"
+chmod 600 /dev/fuse
+echo "NOFUSE=$(run $E start /home/u/img.sqsh true 2>&1 | tr '\n' '|')"
+chmod 666 /dev/fuse
+for i in 1 2 3 4 5 6 7; do
+  t0=$(date +%s%N); run $E start /home/u/img.sqsh true; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 ))
+done | sort -n | sed -n '4s/^/MEDIAN_MS=/p'
+
+"""
+
+
+def test_unprivileged_user_in_docker(image):
+    if shutil.which("docker") is None or subprocess.run(
+            ["docker", "info"], capture_output=True).returncode != 0:
+        _missing("docker is not available for the unprivileged-user test")
+    name = f"squall-rt-test-{uuid.uuid4().hex[:8]}"
+    cmd = ["docker", "run", "--rm", "--name", name, "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+           "--device", "/dev/fuse", "--security-opt", "seccomp=unconfined",
+           "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
+           "-v", f"{RUNTIME_DIR}:/rt:ro", "-v", f"{image.parent}:/work:ro",
+           "squall-base:trixie", "bash", "-c", UNPRIVILEGED_SCRIPT]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    got = container_env(r.stdout)
+    assert got["OSREL"] == "ID=squalltest", r.stdout
+    assert got["ID"] == "1000" and got["ROOTID"] == "0"
+    assert got["CAPS"].split() == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1"], got["CAPS"]
+    assert got["ROOTCAPS"] != "CapEff:0000000000000000"
+    assert got["OVERLAY"] == " - overlay"             # kernel overlayfs works unprivileged
+    assert got["STOPPED"] == "1" and got["DAEMONS_WHILE_STOPPED"] == "1", r.stdout
+    assert got["DAEMONS_AFTER"] == "0" and got["MOUNTS_AFTER"] == "0" and got["RUNTIME_LEFT"] == "0"
+    assert got["NOFUSE"].startswith("[ERROR] /dev/fuse is not usable by uid 1000")
+    assert got["NOFUSE"].count("|") == 1               # one line
+    assert int(got["MEDIAN_MS"]) < 500, r.stdout
