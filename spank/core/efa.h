@@ -105,8 +105,8 @@ struct sq_efa_plan {
 	char *warnings;          /* "squall: ...\n" lines for stderr */
 };
 
-/* Detect the node. Never fails on a missing path (no EFA is an answer); -1 only on
- * an unusable root (not a directory) with the line in err. */
+/* Detect the node. Never fails on a missing path, roots included (no EFA is an
+ * answer); -1 only on a root that exists but is not a directory, with the line in err. */
 int sq_efa_detect(const struct sq_efa_roots *roots, struct sq_efa_node *node,
 		  char *err, size_t errlen);
 

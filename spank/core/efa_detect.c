@@ -23,15 +23,16 @@ static const char *root_or(const char *root, const char *dflt)
 	return root && *root ? root : dflt;
 }
 
+/* A root that does not exist is a node without EFA (plugstack roots may name a tree
+ * that only some nodes have, or that appears later); one that exists but is not a
+ * directory is a configuration error. */
 static int check_root(const char *what, const char *root, char *err, size_t errlen)
 {
 	struct stat st;
 	char shown[SQ_SHOW_MAX];
 
-	if (stat(root, &st) == 0 && S_ISDIR(st.st_mode))
+	if (stat(root, &st) != 0 ? errno == ENOENT : S_ISDIR(st.st_mode))
 		return 0;
-	if (errno == ENOENT && strcmp(what, "efa_opt_root") == 0)
-		return 0; /* no /opt/amazon at all is a normal node without EFA software */
 	return sq_errf(err, errlen, "%s '%s' is not a directory: point %s at the node's %s tree",
 		       what, sq_show(root, shown, sizeof(shown)), what,
 		       strcmp(what, "efa_sysfs_root") == 0 ? "sysfs" :

@@ -106,7 +106,8 @@ def test_quiet_prints_only_the_failure_line(monkeypatch, capsys, p5, tmp_path,
 def test_bad_root_is_one_line(monkeypatch, capsys, tmp_path):
     rc, out, err = run_main(monkeypatch, capsys, "--sysfs-root", str(tmp_path / "x"))
     assert rc == 1 and out == ""
-    assert err.startswith("squall: error: efa_sysfs_root") and len(err.splitlines()) == 1
+    assert err == f"squall: error: --sysfs-root {tmp_path / 'x'} does not exist: give the " \
+                  "node's sysfs (default /sys)\n"
 
 
 def _node(p5) -> efa.EfaNode:

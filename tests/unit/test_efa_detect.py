@@ -75,12 +75,21 @@ def test_missing_opt_root_means_no_libraries(tmp_path):
     assert not node.libfabric.found and not node.ofi_nccl.found
 
 
-def test_bad_sysfs_root_is_one_line_error(tmp_path):
+def test_missing_sysfs_root_is_a_node_without_efa(tmp_path):
+    # plugstack roots may name a tree only some nodes have
     fake = make_node(tmp_path, "p5.48xlarge", 1)
+    node = efa.detect(str(tmp_path / "nosys"), str(fake.dev), str(fake.opt))
+    assert node.n_devices == 0 and node.instance_type == ""
+
+
+def test_root_that_is_a_file_is_one_line_error(tmp_path):
+    fake = make_node(tmp_path, "p5.48xlarge", 1)
+    (tmp_path / "notadir").write_text("")
     with pytest.raises(SquallError) as exc:
-        efa.detect(str(tmp_path / "nosys"), str(fake.dev), str(fake.opt))
+        efa.detect(str(tmp_path / "notadir"), str(fake.dev), str(fake.opt))
     msg = str(exc.value)
-    assert "efa_sysfs_root" in msg and "nosys" in msg and "\n" not in msg
+    assert msg == (f"efa_sysfs_root '{tmp_path / 'notadir'}' is not a directory: point "
+                   "efa_sysfs_root at the node's sysfs tree")
 
 
 def test_memlock_is_read(tmp_path):

@@ -134,6 +134,11 @@ def check_fuse(dev_root: str) -> Check:
 
 
 def run_checks(opts: DoctorOptions) -> list[Check]:
+    # Detection reads a missing root as "no EFA"; given by hand, a missing one is a typo.
+    for flag, path, what in (("--sysfs-root", opts.sysfs_root, "sysfs (default /sys)"),
+                             ("--dev-root", opts.dev_root, "/dev (default /dev)")):
+        if not os.path.isdir(path):
+            raise SquallError(f"{flag} {path} does not exist: give the node's {what}")
     checks: list[Check] = []
     node = efa.detect(opts.sysfs_root, opts.dev_root, opts.opt_root)
     if opts.efa:
