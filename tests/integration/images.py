@@ -29,7 +29,10 @@ shift 3
 tmp=$(mktemp -d /tmp/squall-img.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
-mkdir -p "$root"/{usr/bin,etc,proc,sys,dev,tmp,run,var/tmp,home,root,fsx,work,data}
+mkdir -p "$root"/{usr/bin,etc,proc,sys,dev,tmp,run,var/tmp,home,root,fsx,work,data,scratch}
+# Mount targets that exist in the image (an unprivileged runtime cannot create them in
+# a root-owned tree).
+mkdir -p "$root"/mnt/{rw,ro,tmp,a,b}
 chmod 1777 "$root/tmp" "$root/var/tmp"
 ln -s usr/bin "$root/bin"
 ln -s usr/bin "$root/sbin"
@@ -41,7 +44,8 @@ for b in sh dash bash cat readlink env pwd touch sleep id ls mkdir true false st
     if [ -n "$p" ]; then cp -L "$p" "$root/usr/bin/$b"; bins+=("$p"); fi
 done
 for f in "${bins[@]}"; do
-    ldd "$f" 2>/dev/null | awk '/=>/ && $3 ~ /^\// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}' || true
+    ldd "$f" 2>/dev/null |
+        awk '/=>/ && $3 ~ /^\// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}' || true
 done | sort -u | while read -r lib; do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
@@ -63,7 +67,8 @@ cat >"$root/etc/rc" <<'RC'
 mkdir -p "/work" 2>/dev/null
 cd "/work" && unset OLDPWD || exit 1
 if [ -s /etc/rc.local ]; then . /etc/rc.local; fi
-if [ $# -gt 0 ]; then exec /usr/bin/squall-entrypoint "$@"; else exec /usr/bin/squall-entrypoint /bin/sh; fi
+if [ $# -gt 0 ]; then exec /usr/bin/squall-entrypoint "$@"; fi
+exec /usr/bin/squall-entrypoint /bin/sh
 RC
 cat >"$root/usr/bin/squall-entrypoint" <<'EP'
 #!/bin/sh
@@ -87,7 +92,7 @@ mv -f "$out.tmp.$$" "$out"
 
 
 def build_image(cluster: Cluster, path: str, os_id: str, extra_mb: int = 0,
-                env: dict[str, str] | None = None, node: str = "node1",
+                env: dict[str, str] | None = None, node: str = "login",
                 rebuild: bool = False) -> str:
     """Build (or reuse) a squashfs image at ``path`` (under /fsx) whose os-release ID is os_id."""
     cluster.put(SCRIPT, MKIMAGE, mode=0o755)

@@ -1,0 +1,132 @@
+"""The SPANK plugin on the mini cluster (issue 3): steps run in containers, as the test user.
+
+Every test drives real srun/sbatch on the login node; the containers are started by the
+Enroot-compatible runtime on the compute nodes from squashfs images on /fsx.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+import pytest
+
+from .cluster import Cluster
+from .images import IMAGE_DIR, IMAGE_ENV, build_image
+
+
+@pytest.fixture(scope="module")
+def image(cluster: Cluster) -> str:
+    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
+
+
+def srun(cluster: Cluster, args: str, cmd: str, check: bool = True, env=None):
+    return cluster.run(f"srun {args} bash -c {shlex.quote(cmd)}", check=check, env=env)
+
+
+def test_three_node_step_reads_the_image_os_release(cluster: Cluster, image: str) -> None:
+    host = cluster.run("grep ^ID= /etc/os-release", node="node1").out.strip()
+    assert host != "ID=squalltest"
+    res = srun(cluster, f"-N3 --container-image={image}",
+               'echo "$(hostname) $(grep ^ID= /etc/os-release)"')
+    lines = sorted(res.out.split("\n")[:-1])
+    assert lines == ["node1 ID=squalltest", "node2 ID=squalltest", "node3 ID=squalltest"], res
+
+
+def test_four_tasks_on_one_node_share_one_container(cluster: Cluster, image: str) -> None:
+    bare = srun(cluster, "-N1 -w node2", "readlink /proc/self/ns/mnt").out.strip()
+    res = srun(cluster, f"-N1 -n4 -w node2 --container-image={image}",
+               'echo "$SLURM_PROCID $(readlink /proc/self/ns/mnt)"')
+    rows = [line.split() for line in res.out.splitlines()]
+    assert sorted(r[0] for r in rows) == ["0", "1", "2", "3"], res
+    namespaces = {r[1] for r in rows}
+    assert len(namespaces) == 1, res
+    assert namespaces != {bare}, "tasks are still in the node's mount namespace"
+
+
+def test_sbatch_script_runs_inside_the_container(cluster: Cluster, image: str) -> None:
+    out = f"/fsx/home/squall/jobs/plugin-sbatch-{time.time_ns()}.out"
+    script = ("#!/bin/sh\n"
+              f"#SBATCH --container-image={image}\n"
+              f"#SBATCH -o {out}\n"
+              "grep ^ID= /etc/os-release\n"
+              "echo var=$SQUALL_IMAGE_VAR\n")
+    jobid = cluster.sbatch(script)
+    cluster.wait_job(jobid, {"COMPLETED"}, timeout=60)
+    text = cluster.run(f"cat {out}").out
+    assert "ID=squalltest" in text and "var=from-image" in text, text
+
+
+def test_mounts_rw_ro_and_tmpfs(cluster: Cluster, image: str) -> None:
+    base = f"/fsx/home/squall/mounts-{time.time_ns()}"
+    cluster.put(f"{base}/ro/file", "read-only data\n")
+    cluster.put(f"{base}/rw/keep", "")
+    mounts = f"{base}/rw:/mnt/rw,{base}/ro:/mnt/ro:ro,tmpfs:/mnt/tmp"
+    res = srun(cluster, f"-N1 --container-image={image} --container-mounts={mounts}",
+               "cat /mnt/ro/file; echo written > /mnt/rw/new;"
+               " (echo x > /mnt/ro/nope) 2>/dev/null && echo ro-writable || echo ro-refused;"
+               " awk '$2 == \"/mnt/tmp\" {print \"tmp-fs=\" $3}' /proc/mounts")
+    assert "read-only data" in res.out, res
+    assert "ro-refused" in res.out, res
+    assert "tmp-fs=tmpfs" in res.out, res
+    assert cluster.run(f"cat {base}/rw/new").out == "written\n"
+
+
+def test_workdir_and_entrypoint(cluster: Cluster, image: str) -> None:
+    img = f"--container-image={image}"
+    assert srun(cluster, f"-N1 {img} --container-workdir=/etc", "pwd").out == "/etc\n"
+    plain = srun(cluster, f"-N1 {img}", 'echo "ran=${SQUALL_ENTRYPOINT_RAN:-no}"')
+    assert plain.out == "ran=no\n", plain
+    with_ep = srun(cluster, f"-N1 {img} --container-entrypoint",
+                   'echo "ran=${SQUALL_ENTRYPOINT_RAN:-no} $(pwd)"')
+    assert with_ep.out == "ran=1 /work\n", with_ep
+
+
+def test_environment_precedence(cluster: Cluster, image: str) -> None:
+    img = f"--container-image={image}"
+    env = {"SQUALL_BOTH_VAR": "host-value", "SQUALL_HOST_ONLY": "host-only"}
+    cmd = 'echo "$SQUALL_BOTH_VAR $SQUALL_HOST_ONLY $SQUALL_IMAGE_VAR"'
+    assert srun(cluster, f"-N1 {img}", cmd, env=env).out == "image-value host-only from-image\n"
+    kept = srun(cluster, f"-N1 {img} --container-env=SQUALL_BOTH_VAR", cmd, env=env)
+    assert kept.out == "host-value host-only from-image\n", kept
+
+
+def test_image_from_environment_variables_and_command_line_wins(cluster: Cluster,
+                                                                image: str) -> None:
+    cmd = "grep ^ID= /etc/os-release"
+    for var in ("SQUALL_CONTAINER_IMAGE", "PYXIS_CONTAINER_IMAGE"):
+        res = srun(cluster, "-N1", cmd, env={var: image})
+        assert res.out == "ID=squalltest\n", (var, res)
+    res = srun(cluster, f"-N1 --container-image={image}", cmd,
+               env={"SQUALL_CONTAINER_IMAGE": "/fsx/images/does-not-exist.sqsh"})
+    assert res.out == "ID=squalltest\n", res
+
+
+def test_writable_versus_read_only_root(cluster: Cluster, image: str) -> None:
+    img = f"--container-image={image}"
+    probe = "touch /tmp/probe 2>&1 && echo wrote || echo refused"
+    assert srun(cluster, f"-N1 {img} --container-writable", probe).out.endswith("wrote\n")
+    ro = srun(cluster, f"-N1 {img} --container-readonly", probe).out
+    assert ro.endswith("refused\n") and "Read-only file system" in ro, ro
+
+
+def test_named_container_reused_then_refused_or_refreshed_after_image_change(
+        cluster: Cluster) -> None:
+    tag = time.time_ns()
+    path = f"/fsx/home/squall/images/named-{tag}.sqsh"
+    build_image(cluster, path, f"named-a-{tag}", rebuild=True)
+    name = f"n{tag}"
+    args = f"-N1 -w node1 --container-image={path} --container-writable --container-name={name}"
+    srun(cluster, args, "echo kept > /etc/marker")
+    second = srun(cluster, args, "cat /etc/marker; grep ^ID= /etc/os-release")
+    assert second.out == f"kept\nID=named-a-{tag}\n", second
+
+    build_image(cluster, path, f"named-b-{tag}", rebuild=True)
+    refused = srun(cluster, args, "true", check=False)
+    assert refused.rc != 0
+    assert f"--container-name={name}: the container was made from a different image" in refused.err
+    fresh = srun(cluster, args.replace(f"={name}", f"={name}:create"),
+                 "cat /etc/marker 2>/dev/null || echo no-marker; grep ^ID= /etc/os-release")
+    assert fresh.out == f"no-marker\nID=named-b-{tag}\n", fresh
+    again = srun(cluster, args, "grep ^ID= /etc/os-release")
+    assert again.out == f"ID=named-b-{tag}\n", again
