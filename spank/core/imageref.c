@@ -199,6 +199,18 @@ static int looks_like_digest(const char *s)
 	return n > 0 && s[n] == ':';
 }
 
+/* Docker's rule: a first component holding '.' or ':', or "localhost", is a registry. */
+static int registry_like_n(const char *s, size_t n)
+{
+	return memchr(s, '.', n) != NULL || memchr(s, ':', n) != NULL ||
+	       (n == 9 && strncmp(s, "localhost", 9) == 0);
+}
+
+static int registry_like(const char *s)
+{
+	return registry_like_n(s, strlen(s));
+}
+
 static int is_hub(const char *reg)
 {
 	return strcmp(reg, SQ_DOCKER_HUB) == 0 || strcmp(reg, "docker.io") == 0 ||
@@ -290,8 +302,7 @@ static int parse_remote(const char *text, char *work, int dockerd, struct sq_ima
 		if (slash != NULL) {
 			size_t n = (size_t)(slash - image);
 
-			if (memchr(image, '.', n) || memchr(image, ':', n) ||
-			    (n == 9 && strncmp(image, "localhost", 9) == 0)) {
+			if (registry_like_n(image, n)) {
 				*slash = '\0';
 				registry = image;
 				image = slash + 1;
@@ -330,8 +341,10 @@ static int parse_remote(const char *text, char *work, int dockerd, struct sq_ima
 	sq_buf_init(&b);
 	if (dockerd)
 		sq_buf_add(&b, "dockerd://");
+	/* A registry Docker's rule would not recognise (a bare host name given as HOST#)
+	 * keeps Enroot's '#', so the canonical form parses back to itself. */
 	if (out->registry != NULL)
-		sq_buf_addf(&b, "%s/", out->registry);
+		sq_buf_addf(&b, "%s%c", out->registry, registry_like(out->registry) ? '/' : '#');
 	sq_buf_add(&b, out->repository ? out->repository : "");
 	if (out->tag != NULL)
 		sq_buf_addf(&b, ":%s", out->tag);

@@ -20,6 +20,8 @@
  * Canonical form:
  *   FILE      the path as given
  *   REGISTRY  REGISTRY/REPOSITORY[:TAG][@DIGEST]   e.g. registry-1.docker.io/library/ubuntu:24.04
+ *             (REGISTRY#REPOSITORY... when the registry has no '.' or ':' and is not
+ *             localhost, e.g. myreg#team/img:latest: the canonical form parses back to itself)
  *   DOCKERD   dockerd://[REGISTRY/]NAME[:TAG][@DIGEST]  (no Docker Hub expansion: the daemon's own names)
  */
 #ifndef SQUALL_CORE_IMAGEREF_H

@@ -44,6 +44,13 @@ def test_registry_forms(text, registry, repository, tag, canonical):
     assert ref.path is None and ref.digest is None
 
 
+def test_bare_host_registry_keeps_enroot_hash_in_canonical():
+    ref = parse_image_ref("myreg#team/img:1")
+    assert (ref.registry, ref.repository, ref.tag) == ("myreg", "team/img", "1")
+    assert ref.canonical == "myreg#team/img:1"
+    assert parse_image_ref(ref.canonical) == ref
+
+
 def test_user_is_kept_but_not_canonical():
     ref = parse_image_ref("$oauthtoken@nvcr.io#nvidia/pytorch:24.05-py3")
     assert ref.user == "$oauthtoken"
