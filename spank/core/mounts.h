@@ -16,7 +16,8 @@
  *    ${VAR} in fstab lines), non-UTF-8 bytes, paths of PATH_MAX bytes or more.
  *  - The same entry twice is dropped; two different entries for one target are an error.
  *
- * fstab lines produced (target as given, Enroot resolves it under the rootfs):
+ * fstab lines produced (DST normalised to an absolute path inside the container, './x'
+ * becoming '/x'; Enroot resolves it under the rootfs):
  *    SRC DST none x-create=auto,rbind[,FLAGS]      bind (bind instead of rbind if asked)
  *    tmpfs DST tmpfs x-create=dir,rw,nosuid,nodev[,FLAGS]
  *    none DST none x-detach                        umount
@@ -36,7 +37,7 @@ enum sq_mount_type {
 struct sq_mount {
 	int type;          /* enum sq_mount_type */
 	char *source;      /* absolute (or as given when no cwd), "tmpfs", or "none" for umount */
-	char *target;      /* normalised: no "//", no "/./", no trailing '/' */
+	char *target;      /* absolute, normalised: no "//", no "/./", no trailing '/' */
 	char *options;     /* the comma-separated fstab options field */
 	char *fstab;       /* the whole fstab line, without a newline */
 };
