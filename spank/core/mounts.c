@@ -73,6 +73,10 @@ static int path_check(const char *entry, const char *role, const char *p, char *
 			       "(use a shorter path)", sq_show(entry, eshow, sizeof(eshow)), role, len,
 			       PATH_MAX - 1);
 	for (c = p; *c; c++) {
+		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
+			return sq_errf(err, errlen, WHAT ": '%s': %s holds whitespace or a control "
+				       "character, which would break the fstab line (use another path)",
+				       sq_show(entry, eshow, sizeof(eshow)), role);
 		if (*c == '\\' || *c == '$')
 			return sq_errf(err, errlen, WHAT ": '%s': %s holds '%c', which the runtime "
 				       "would interpret (rename the path or mount a parent directory)",
@@ -333,8 +337,9 @@ static int parse_entry(const char *entry, const char *cwd, struct sq_mount *m,
 	if (path_check(entry, "target", f[1], err, errlen) != 0)
 		goto out;
 	if (m->type == SQ_MOUNT_BIND) {
-		if (f[0][0] == '.' && cwd != NULL && path_check(entry, "working directory", cwd,
-								 err, errlen) != 0)
+		if (f[0][0] == '.' && cwd != NULL &&
+		    (sq_text_check(WHAT ": working directory", cwd, PATH_MAX - 1, err, errlen) != 0 ||
+		     path_check(entry, "working directory", cwd, err, errlen) != 0))
 			goto out;
 		m->source = normalise(f[0], cwd);
 	} else {
