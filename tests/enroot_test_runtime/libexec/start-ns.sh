@@ -40,37 +40,37 @@ start_fuse() {
     exec {dirfd}<&-
 }
 
-mount_rootfs() {
-    local out
-    mount -t tmpfs -o mode=0700 enroot-runtime "$S"
-    if [[ $ENROOT_TEST_KIND == name ]]; then
-        mkdir "$R"
-        out=$(mount --bind -o nosuid,nodev -- "$ENROOT_TEST_SOURCE" "$R" 2>&1) ||
-            fail "Cannot mount container $ENROOT_TEST_SOURCE: ${out##*$'\n'}"
-        return 0
-    fi
-    mkdir "$R" "$S/lower" "$S/upper" "$S/work"
-    start_fuse "$S/lower" "$S/squashfuse.log" squashfuse -f "$ENROOT_TEST_SOURCE" "$S/lower"
-    local layers="lowerdir=$S/lower,upperdir=$S/upper,workdir=$S/work"
-    if is_true "$ENROOT_NATIVE_OVERLAYFS" &&
-        mount -t overlay -o "nosuid,nodev,$layers,userxattr" overlay "$R" 2>/dev/null; then
-        return 0
-    fi
-    start_fuse "$R" "$S/fuse-overlayfs.log" fuse-overlayfs -f -o "$layers" "$R"
+# sys_mounts ARGS...: several mount(2) calls in one process (see mounts.pl).
+sys_mounts() {
+    perl "$ENROOT_TEST_LIBEXEC/mounts.pl" "$HOSTTYPE" "$@"
 }
 
-mount_host_dirs() {
-    local d n
-    for d in proc sys dev; do
-        [[ -d $R/$d ]] || mkdir -p -- "$R/$d"
-    done
-    mount --rbind /proc "$R/proc"
-    mount --rbind /sys "$R/sys"
-    if ! is_true "$ENROOT_RESTRICT_DEV"; then
-        mount --rbind /dev "$R/dev"
+# The image under an overlay whose upper layer is in the tmpfs (writes vanish at exit),
+# or the created container's directory, bound nosuid,nodev. Then /proc, /sys and /dev.
+mount_rootfs() {
+    local out rc=0 host_dirs=(rbind /proc "$R/proc" rbind /sys "$R/sys")
+    is_true "$ENROOT_RESTRICT_DEV" || host_dirs+=(rbind /dev "$R/dev")
+    if [[ $ENROOT_TEST_KIND == name ]]; then
+        sys_mounts tmpfs "$S" mkdir "$R"
+        out=$(mount --bind -o nosuid,nodev -- "$ENROOT_TEST_SOURCE" "$R" 2>&1) ||
+            fail "Cannot mount container $ENROOT_TEST_SOURCE: ${out##*$'\n'}"
+        sys_mounts "${host_dirs[@]}"
         return 0
     fi
-    # A minimal /dev: no GPUs, no InfiniBand/EFA devices.
+    sys_mounts tmpfs "$S" mkdir "$R" mkdir "$S/lower" mkdir "$S/upper" mkdir "$S/work"
+    start_fuse "$S/lower" "$S/squashfuse.log" squashfuse -f "$ENROOT_TEST_SOURCE" "$S/lower"
+    if is_true "$ENROOT_NATIVE_OVERLAYFS"; then
+        sys_mounts overlay "$S/lower" "$S/upper" "$S/work" "$R" "${host_dirs[@]}" || rc=$?
+        ((rc == 2)) || return "$rc"   # 2: the kernel refused overlayfs here
+    fi
+    start_fuse "$R" "$S/fuse-overlayfs.log" fuse-overlayfs -f \
+        -o "lowerdir=$S/lower,upperdir=$S/upper,workdir=$S/work" "$R"
+    sys_mounts "${host_dirs[@]}"
+}
+
+# ENROOT_RESTRICT_DEV: a minimal /dev (no GPUs, no InfiniBand/EFA devices).
+mount_restricted_dev() {
+    local n
     mount -t tmpfs -o nosuid,noexec,mode=0755 enroot-dev "$R/dev"
     for n in null zero full random urandom tty; do
         : >"$R/dev/$n"
@@ -103,7 +103,10 @@ run_conf_and_hooks() {
 }
 
 mount_rootfs
-mount_host_dirs
+if is_true "$ENROOT_RESTRICT_DEV"; then
+    [[ -d $R/dev ]] || mkdir -- "$R/dev"
+    mount_restricted_dev
+fi
 mount_fstab_file "$R/etc/fstab" "the image's /etc/fstab"
 for f in "$ENROOT_SYSCONF_PATH"/mounts.d/*.fstab "$ENROOT_CONFIG_PATH"/mounts.d/*.fstab; do
     mount_fstab_file "$f" "$f"
@@ -122,9 +125,8 @@ rc_file="$opt_rc"
 [[ -z $rc_file ]] || mount_entry "$R" "$rc_file" /etc/rc none "x-create=file,bind,ro" "--rc $rc_file"
 append_cli_environ "$S/environ" ${opt_env[@]+"${opt_env[@]}"}
 
-if ! ((opt_rw)) && ! is_true "$ENROOT_ROOTFS_WRITABLE"; then
-    mount -o remount,bind,ro,nosuid,nodev "$R"
-fi
+readonly=1
+if ((opt_rw)) || is_true "$ENROOT_ROOTFS_WRITABLE"; then readonly=0; fi
 
 if [[ -f $R/etc/rc ]]; then
     argv=(sh /etc/rc ${opt_cmd[@]+"${opt_cmd[@]}"})
@@ -136,4 +138,4 @@ fi
 keepcaps=0
 ((EUID != 0)) || keepcaps=1
 exec {sleep_fd}<&-
-exec perl "$ENROOT_TEST_LIBEXEC/switchroot.pl" "$HOSTTYPE" "$R" "$S/environ" "$keepcaps" "${argv[@]}"
+exec perl "$ENROOT_TEST_LIBEXEC/switchroot.pl" "$HOSTTYPE" "$R" "$S/environ" "$readonly" "$keepcaps" "${argv[@]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 # squall's Enroot TEST DOUBLE: the last step of `enroot start`.
 #
-# Usage: switchroot.pl ARCH ROOTFS ENVFILE KEEPCAPS CMD [ARG...]
+# Usage: switchroot.pl ARCH ROOTFS ENVFILE READONLY KEEPCAPS CMD [ARG...]
 #
 # pivot_root needs one process that switches root, detaches the old root, drops
 # capabilities and execs the container command: once the old root is gone no host
@@ -10,16 +10,11 @@
 # It execs in place, so the container's main process keeps the PID of `enroot start`.
 use strict;
 use warnings;
+our %MS;
+require((__FILE__ =~ s{[^/]*$}{}r || './') . 'syscalls.pl');
 
-my %NR = (
-    x86_64  => { pivot_root => 155, umount2 => 166, prctl => 157, capset => 126 },
-    aarch64 => { pivot_root => 41,  umount2 => 39,  prctl => 167, capset => 91 },
-);
-my ($arch, $rootfs, $envfile, $keepcaps, @cmd) = @ARGV;
-
-sub fail { print STDERR "[ERROR] $_[0]\n"; exit 1; }
-
-my $nr = $NR{$arch // ''} or fail("switchroot: unsupported architecture '" . ($arch // '') . "'");
+my ($arch, $rootfs, $envfile, $readonly, $keepcaps, @cmd) = @ARGV;
+my $nr = syscalls_for($arch);
 @cmd or fail('switchroot: no command to run in the container');
 
 # Read the environment before the host filesystem disappears; the last value wins.
@@ -36,6 +31,10 @@ close $fh;
 my $last_cap = 40;
 if (open(my $cf, '<', '/proc/sys/kernel/cap_last_cap')) { $last_cap = int(<$cf> // 40); close $cf; }
 
+if ($readonly) {
+    sys_mount($nr, undef, $rootfs, undef, $MS{REMOUNT} | $MS{BIND} | $MS{RDONLY} | $MS{NOSUID} | $MS{NODEV}, undef)
+        or fail("cannot make the root filesystem read-only: $!");
+}
 chdir($rootfs) or fail("cannot enter the root filesystem $rootfs: $!");
 # pivot_root(".", ".") stacks the old root on top of the new one; detaching "." then
 # removes it, so tasks that setns() into this mount namespace land in the container.
