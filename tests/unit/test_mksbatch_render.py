@@ -104,6 +104,33 @@ def test_example_scripts_have_the_launch_details() -> None:
     assert "launch=(mpirun)" in mpi and "container" not in mpi.split("set -uo")[1]
 
 
+def _lint(tmp: Path, script: str) -> None:
+    path = tmp / "lint.sbatch"
+    path.write_text(script)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    proc = subprocess.run([shellcheck(), "--shell=bash", str(path)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+VARIANTS = {
+    "torchrun-mtime": "launcher: torchrun\ngpus_per_node: 8\ncheckpoint:\n  dir: /c\n"
+                      "  complete_marker: OK\n  newest_by: mtime\n  resume: [--from, "
+                      "'{checkpoint}']\nsignal: {name: USR2, forward: INT, lead_seconds: 5}\n",
+    "mpirun": "launcher: mpirun\ntasks_per_node: 3\nexclusive: true\n",
+    "srun-container-env": "launcher: srun\nmpi: pmix\ntarget: hyperpod\nenvironment: {A: b}\n"
+                          "container: {image: 'u@reg#img:tag', mounts: [/a:/b:ro], "
+                          "workdir: /w, efa: auto, mount_home: true}\n",
+    "no-checkpoint": "launcher: srun\ntime: '30'\npartition: p\naccount: a\nqos: q\n",
+}
+
+
+@pytest.mark.parametrize("extra", VARIANTS.values(), ids=VARIANTS.keys())
+def test_script_variants_pass_bash_n_and_shellcheck(extra: str, tmp_path: Path) -> None:
+    _lint(tmp_path, script_for(tmp_path, "name: v\nnodes: 3\nlog_dir: /l\ncommand: [x]\n"
+                               + extra))
+
+
 # ---------------------------------------------------------------------------------------
 # the script, executed under bash with the stubs
 
@@ -143,6 +170,7 @@ def test_hostile_values_arrive_byte_exact_and_nothing_runs(tmp_path: Path) -> No
         "  resume: " + json.dumps(["--resume={checkpoint}", HOSTILE[1]]),
     ])
     script = script_for(tmp_path, recipe)
+    _lint(tmp_path, script)
     proc = run_script(tmp_path, script)
     assert proc.returncode == 0, proc.stderr
     assert not list(tmp_path.rglob("PWNED*")), "a recipe value was executed"

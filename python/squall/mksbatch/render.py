@@ -106,6 +106,7 @@ def render(recipe: Recipe) -> str:
     out += _sbatch_lines(r)
     out += [
         "",
+        "# shellcheck disable=SC2016  # recipe values are single-quoted so they never expand",
         "set -uo pipefail",
         "",
         "# Values from the recipe. Each one is single-quoted: nothing in it is expanded or run.",
