@@ -22,9 +22,9 @@ mount_fstab_line() {
 # mount_entry ROOTFS SRC DST TYPE OPTS ORIGIN
 mount_entry() {
     local rootfs="$1" src="$2" dst="$3" type="$4" opts="$5" origin="$6"
-    local create="" detach=0 move=0 bind=0 kept=() opt out
-    local IFS=,
-    for opt in $opts; do
+    local create="" detach=0 move=0 bind=0 kept=() given=() opt out
+    IFS=, read -ra given <<<"$opts"
+    for opt in ${given[@]+"${given[@]}"}; do
         case "$opt" in
             x-create=dir | x-create=file | x-create=auto) create="${opt#x-create=}" ;;
             x-create=*) fail "Bad option '$opt' in mount entry '$src $dst' ($origin): use x-create=dir, file or auto" ;;
@@ -36,8 +36,8 @@ mount_entry() {
             *) kept+=("$opt") ;;
         esac
     done
-    opts="${kept[*]}"
-    unset IFS
+    opts=""
+    for opt in ${kept[@]+"${kept[@]}"}; do opts+="${opts:+,}$opt"; done
     local rel="${dst#"${dst%%[!/]*}"}"
     [[ -n $rel ]] || fail "Bad mount target '$dst' ($origin): mounting over the container root is not allowed"
     [[ /$rel/ != */../* ]] || fail "Bad mount target '$dst' ($origin): '..' may not appear in a target"
@@ -50,7 +50,7 @@ mount_entry() {
         fail "Mount source does not exist: $src (mount on $dst, $origin): create it or fix the path"
     fi
     if [[ $create == auto ]]; then
-        if [[ -d $src || $type != none ]]; then create=dir; else create=file; fi
+        if [[ -d $src || $type != none ]]; then create="dir"; else create="file"; fi
     fi
     if [[ $create == dir && ! -d $tgt ]]; then
         out=$(mkdir -p -- "$tgt" 2>&1) || fail "Cannot create mount target $dst ($origin): ${out##*$'\n'}"

@@ -3,6 +3,7 @@
 # $ENROOT_SYSCONF_PATH/enroot.conf ("KEY VALUE" lines), then Enroot's defaults.
 # Everything is exported so that the stage run inside the namespaces sees it unchanged.
 
+# shellcheck disable=SC2034  # printed by bin/enroot
 ENROOT_TEST_VERSION="4.1.0 (squall test double: an Enroot-4.1-compatible subset, not NVIDIA Enroot)"
 
 fail() {
@@ -63,6 +64,7 @@ load_settings() {
         ENROOT_MOUNT_HOME=no ENROOT_REMAP_ROOT=no ENROOT_ROOTFS_WRITABLE=no \
         ENROOT_RESTRICT_DEV=no ENROOT_ALLOW_SUPERUSER=no ENROOT_NATIVE_OVERLAYFS=yes; do
         key="${def%%=*}"
+        # shellcheck disable=SC2163  # exports the KEY=VALUE held in def
         [[ -n ${!key-} ]] || export "$def"
     done
 }

@@ -24,13 +24,15 @@ exec {sleep_fd}<> <(:)   # read -t on this never-ready pipe sleeps without forki
 # process with a parent-death signal, so it dies with the container's main process (even
 # on SIGKILL) and not before; return once MOUNTPOINT is no longer the empty directory.
 start_fuse() {
-    local mnt="$1" log="$2" dirfd pid tries=0 msg
+    local mnt="$1" log="$2" dirfd pid tries=0 msg stat
     shift 2
     exec {dirfd}<"$mnt"
     setpriv --pdeathsig KILL -- "$@" </dev/null >"$log" 2>&1 &
     pid=$!
     while [[ /proc/self/fd/$dirfd -ef $mnt ]]; do
-        if ! kill -0 "$pid" 2>/dev/null || [[ $(<"/proc/$pid/stat") == *") Z "* ]]; then
+        stat=""
+        read -r stat <"/proc/$pid/stat" 2>/dev/null || true
+        if [[ -z $stat || $stat == *") Z "* ]]; then   # the daemon exited: report why
             msg="$(<"$log")"
             fail "$1 could not mount $ENROOT_TEST_SOURCE: ${msg##*$'\n'}"
         fi

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the opt_* globals are read by start.sh and start-ns.sh
 # Command line of `enroot start` (test double). Options come before NAME|IMAGE;
 # everything after it belongs to the container. Sets the opt_* globals below.
 

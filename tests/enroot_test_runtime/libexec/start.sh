@@ -8,8 +8,8 @@ source "$ENROOT_TEST_LIBEXEC/start-options.sh"
 
 # Sets EGID to the effective gid, without forking `id -g`.
 effective_gid() {
-    local key real
-    while read -r key real EGID _; do
+    local key
+    while read -r key _ EGID _; do
         [[ $key == Gid: ]] && return 0
     done </proc/self/status
     fail "Cannot read the effective gid from /proc/self/status"
@@ -71,7 +71,8 @@ start_main() {
     [[ $rt == /* && $rt != *[,:[:space:]]* ]] ||
         fail "Bad ENROOT_RUNTIME_PATH '$rt': it must be an absolute path without commas, colons or spaces"
     if [[ ! -d $rt ]]; then
-        mkdir -p -m 0700 -- "$rt" 2>/dev/null ||
+        # A concurrent start may create it first: that is fine too.
+        { mkdir -p -- "${rt%/*}" && mkdir -m 0700 -- "$rt"; } 2>/dev/null || [[ -d $rt ]] ||
             fail "Cannot create ENROOT_RUNTIME_PATH $rt as uid $EUID: set ENROOT_RUNTIME_PATH (or XDG_RUNTIME_DIR) to a directory you can write"
     fi
     check_userns_allowed

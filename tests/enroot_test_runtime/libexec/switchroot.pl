@@ -22,6 +22,7 @@ my %env;
 open(my $fh, '<', $envfile) or fail("cannot read the container environment $envfile: $!");
 while (my $line = <$fh>) {
     chomp $line;
+    $line =~ s/^\s*(?:export\s+)?//;    # hooks may write "export KEY=VAL"
     next unless $line =~ /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s;
     next if $1 =~ /^ENROOT_/;
     $env{$1} = $2;
