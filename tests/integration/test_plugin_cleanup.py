@@ -1,0 +1,69 @@
+"""Nothing is left on a node after a container step ends: success, failure or scancel (issue 3).
+
+"Nothing" is checked where it would show: processes of the user (the container's main
+process, squashfuse, fuse-overlayfs), FUSE mounts in the node's /proc/mounts, the
+runtime directory of the user and the plugin's conf files.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .cluster import Cluster
+from .images import IMAGE_DIR, IMAGE_ENV, build_image
+
+NODE = "node3"
+RUNTIME_DIR = "/run/squall/1000"
+
+
+@pytest.fixture(scope="module")
+def image(cluster: Cluster) -> str:
+    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
+
+
+def leftovers(cluster: Cluster) -> str:
+    """What the user left on NODE; empty when nothing."""
+    script = (
+        "pgrep -a -u squall || true; "
+        "grep -E ' fuse[. ]|squashfuse' /proc/mounts || true; "
+        f"[ -d {RUNTIME_DIR}/enroot ] && find {RUNTIME_DIR}/enroot -mindepth 1 || true; "
+        f"ls {RUNTIME_DIR}/step-*.conf 2>/dev/null || true")
+    return cluster.run(script, node=NODE, user="root").out.strip()
+
+
+def wait_clean(cluster: Cluster, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = leftovers(cluster)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
+def test_nothing_left_after_success_and_after_failure(cluster: Cluster, image: str) -> None:
+    cluster.run(f"srun -N1 -w {NODE} --container-image={image} true")
+    assert wait_clean(cluster) == ""
+    bad = cluster.run(f"srun -N1 -w {NODE} --container-image={image} "
+                      "--container-mounts=/tmp:/no-such-dir/sub true", check=False)
+    assert bad.rc != 0
+    assert wait_clean(cluster) == ""
+
+
+def test_nothing_left_after_scancel_of_a_running_container_step(cluster: Cluster,
+                                                               image: str) -> None:
+    script = ("#!/bin/sh\n"
+              f"srun --container-image={image} sleep 300\n")
+    jobid = cluster.sbatch(script, f"-N1 -w {NODE} -o /dev/null")
+    cluster.wait_job(jobid, {"RUNNING"}, timeout=60)
+    # The container is up: its command and the runtime's squashfuse run as the user.
+    deadline = time.monotonic() + 30
+    while "sleep 300" not in (procs := cluster.run("pgrep -a -u squall || true", node=NODE,
+                                                    user="root").out):
+        assert time.monotonic() < deadline, f"the container step never started: {procs}"
+        time.sleep(0.5)
+    assert "squashfuse" in procs, procs
+    cluster.run(f"scancel {jobid}")
+    cluster.wait_job(jobid, {"CANCELLED"}, timeout=60)
+    assert wait_clean(cluster) == ""
