@@ -80,6 +80,7 @@ static void count_devices(const char *sysfs, struct sq_efa_node *node)
 	char path[PATH_MAX];
 	DIR *d;
 	struct dirent *e;
+	size_t len;
 
 	snprintf(path, sizeof(path), "%s/class/infiniband", sysfs);
 	d = opendir(path);
@@ -89,9 +90,10 @@ static void count_devices(const char *sysfs, struct sq_efa_node *node)
 		if (e->d_name[0] == '.' || !is_efa_device(sysfs, e->d_name))
 			continue;
 		node->n_devices++;
-		if (strlen(e->d_name) < sizeof(node->first_device) &&
+		len = strlen(e->d_name);
+		if (len < sizeof(node->first_device) &&
 		    (!node->first_device[0] || strcmp(e->d_name, node->first_device) < 0))
-			snprintf(node->first_device, sizeof(node->first_device), "%s", e->d_name);
+			memcpy(node->first_device, e->d_name, len + 1);
 	}
 	closedir(d);
 }

@@ -40,13 +40,13 @@ static int append(const char *var, const char *text, char *err, size_t errlen)
 	if (len == 0)
 		return 0;
 	if (!path || !*path) {
-		snprintf(err, errlen, PROG ": %s is not set: run it from Enroot's hooks, which "
+		snprintf(err, errlen, "%s is not set: run " PROG " from Enroot's hooks, which "
 			 "set ENROOT_ROOTFS, ENROOT_ENVIRON and ENROOT_MOUNTS", var);
 		return -1;
 	}
 	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(err, errlen, PROG ": cannot append to %s (%s): %s", var, path,
+		snprintf(err, errlen, PROG " cannot append to %s (%s): %s", var, path,
 			 strerror(errno));
 		return -1;
 	}
@@ -56,7 +56,7 @@ static int append(const char *var, const char *text, char *err, size_t errlen)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			snprintf(err, errlen, PROG ": writing %s (%s) failed: %s", var, path,
+			snprintf(err, errlen, PROG " could not write %s (%s): %s", var, path,
 				 strerror(errno));
 			close(fd);
 			return -1;
@@ -99,11 +99,12 @@ int main(int argc, char **argv)
 	const char *rootfs, *environ_file;
 	int c, rc = 0;
 
+	opterr = 0; /* one line of our own instead of getopt's */
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			if (parse_mode(optarg, &req.mode) != 0)
-				return fail(PROG ": --mode takes auto, require or off");
+				return fail(PROG " --mode takes auto, require or off");
 			break;
 		case 's': roots.sysfs = optarg; break;
 		case 'd': roots.dev = optarg; break;
@@ -111,13 +112,14 @@ int main(int argc, char **argv)
 		case 'u': req.user_set = optarg; break;
 		case 'n': req.nccl_debug = optarg; break;
 		default:
-			return fail(PROG ": usage: " PROG " [--mode auto|require|off] "
-				    "[--sysfs-root DIR] [--dev-root DIR] [--opt-root DIR] "
-				    "[--user-set NAMES] [--nccl-debug LEVEL]");
+			fprintf(stderr, "squall: " PROG ": bad option '%s': use [--mode "
+				"auto|require|off] [--sysfs-root DIR] [--dev-root DIR] [--opt-root DIR] "
+				"[--user-set NAMES] [--nccl-debug LEVEL]\n", argv[optind - 1]);
+			return 1;
 		}
 	}
 	if (optind != argc)
-		return fail(PROG ": unexpected argument; options only (see --mode)");
+		return fail(PROG " takes options only: remove the extra argument");
 	if (req.mode == SQ_EFA_SETTING_OFF)
 		return 0;
 

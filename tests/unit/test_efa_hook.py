@@ -173,3 +173,11 @@ def test_hook_argv_from_the_core(tmp_path):
     assert out == ["/usr/local/libexec/squall/squall-efa-hook", "--mode", "require",
                    "--sysfs-root", "/fsx/efa-fake/sys", "--opt-root", "/o",
                    "--user-set", "NCCL_DEBUG", "--nccl-debug", "INFO"]
+
+
+def test_unknown_option_is_one_line(hook, p5, tmp_path):
+    rootfs = make_image(tmp_path / "c" / "rootfs")
+    proc, environ, _ = run_hook(hook, p5, rootfs, "--bogus")
+    assert proc.returncode == 1 and environ == ""
+    assert proc.stderr.startswith("squall: squall-efa-hook: bad option '--bogus': use [--mode")
+    assert len(proc.stderr.splitlines()) == 1

@@ -140,3 +140,10 @@ def test_single_node_job_is_not_a_fallback():
     report = nccl_check.parse(["h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
                                "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE"])
     assert report.ok and report.processes[0].transport == "unknown"
+
+
+def test_assigned_net_plugin_line():
+    p = _one(["h:1:1 [0] NCCL INFO Assigned NET plugin Socket to comm"])
+    assert p.fell_back
+    p = _one(["h:1:1 [0] NCCL INFO Assigned NET plugin Libfabric to comm"])
+    assert p.transport == "efa"

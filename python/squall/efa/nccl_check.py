@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 LINE = re.compile(r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]*):(?P<pid>\d+):(?P<tid>\d+) "
                   r"\[(?P<gpu>\d+)\] NCCL (?P<level>INFO|WARN|TRACE) (?P<msg>.*)$")
 RANK = re.compile(r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+)\b")
-USING = re.compile(r"^Using network (?P<net>.+?)\s*$")
+# "Using network X"; newer NCCL also logs "Assigned NET plugin X to comm"
+USING = re.compile(r"^(?:Using network (?P<net>.+?)|Assigned NET plugin (?P<net2>.+?) to comm)"
+                   r"\s*$")
 CHANNEL = re.compile(r"\bvia NET/(?P<net>[^/]+)/\d+(?P<gdr>/GDRDMA)?")
 OFI_INIT = re.compile(r"NET/OFI Initializing aws-ofi-nccl (?P<version>\S+)")
 PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<prov>[\w-]+)"
@@ -169,7 +171,7 @@ def parse(lines: Iterable[str]) -> Report:
         if (r := RANK.search(msg)) and p.rank is None:
             p.rank, p.nranks = int(r["rank"]), int(r["nranks"])
         if u := USING.match(msg):
-            p.network = u["net"]
+            p.network = u["net"] or u["net2"]
             if p.network == "Socket" and p.socket_line is None:
                 p.socket_line = n
         for c in CHANNEL.finditer(msg):
