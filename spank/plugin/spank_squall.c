@@ -156,13 +156,22 @@ static int post_opt_remote(spank_t sp)
 	int r;
 
 	if (spank_get_item(sp, S_JOB_STEPID, &st.stepid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_ID, &st.jobid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_UID, &st.uid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_GID, &st.gid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_NODEID, &st.nodeid) != ESPANK_SUCCESS)
+	    spank_get_item(sp, S_JOB_ID, &st.jobid) != ESPANK_SUCCESS)
 		return 0;  /* not a step with tasks */
 	if (st.stepid == SQ_STEP_EXTERN)
 		return 0;
+	if (spank_get_item(sp, S_JOB_NODEID, &st.nodeid) != ESPANK_SUCCESS)
+		st.nodeid = 0;
+	if (spank_get_item(sp, S_JOB_UID, &st.uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_GID, &st.gid) != ESPANK_SUCCESS) {
+		/* Never run a container step on the host because an item was missing. */
+		if (sq_args.image != NULL || sq_args.name != NULL) {
+			st.active = 1;
+			fail("slurmstepd did not give the job's user and group ids: cannot start "
+			     "the container (report this with the Slurm version)");
+		}
+		return 0;
+	}
 	if (st.stepid == SQ_STEP_BATCH && !cfg.sbatch_support)
 		return 0;
 	spank_get_item(sp, S_JOB_ENV, &job_env);
@@ -453,8 +462,12 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 			sq_report_flush();
 		return -1;
 	}
-	if (local_id == 0 && st.warnings[0])
+	if (local_id == 0 && st.warnings[0]) {
+		size_t n = strlen(st.warnings);
+		while (n > 0 && st.warnings[n - 1] == '\n')
+			st.warnings[--n] = '\0';
 		sq_report_now("", "%s", st.warnings);
+	}
 	t0 = sq_now();
 	if (sq_container_join(&st.ctr, sq_args.workdir, err, sizeof(err)) < 0) {
 		sq_report_now("squall: error: ", "task %u: %s", (unsigned)global_id, err);
