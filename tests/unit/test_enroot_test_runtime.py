@@ -33,7 +33,8 @@ def _missing(what: str) -> None:
 def prerequisites() -> None:
     for tool in TOOLS:
         if shutil.which(tool) is None:
-            _missing(f"{tool} is not installed: apt install squashfs-tools squashfuse fuse-overlayfs util-linux")
+            _missing(f"{tool} is not installed: apt install squashfs-tools squashfuse"
+                     " fuse-overlayfs util-linux")
     if os.geteuid() != 0:
         _missing("these tests run as root on the host (the unprivileged case runs in docker)")
 
@@ -246,7 +247,8 @@ def test_image_fstab_and_sysconf_mounts_d_with_x_create(env, base_tree, tmp_path
 def test_dev_proc_sys_from_host_unless_restrict_dev(env, image):
     probe = ["sh", "-c", "ls /proc/self/ns/mnt /sys/kernel >/dev/null && echo PROC-SYS;"
              " ls /dev/fuse >/dev/null 2>&1 && echo FUSE || echo NO-FUSE; ls /dev/null"]
-    assert enroot(env, "start", str(image), *probe).stdout.split() == ["PROC-SYS", "FUSE", "/dev/null"]
+    assert enroot(env, "start", str(image), *probe).stdout.split() == [
+        "PROC-SYS", "FUSE", "/dev/null"]
     restricted = dict(env, ENROOT_RESTRICT_DEV="y")
     assert enroot(restricted, "start", str(image), *probe).stdout.split() == [
         "PROC-SYS", "NO-FUSE", "/dev/null"]
@@ -270,7 +272,8 @@ def test_conf_hooks_see_rootfs_and_queue_env_and_mounts(env, image, tmp_path):
         '  [ "$ENROOT_PID" -gt 1 ]\n'
         '  SYSHOOK_SEEN=$(grep -c SYSHOOK=ran "$ENROOT_ENVIRON")\n'
         '  . "$ENROOT_ROOTFS/etc/os-release"\n'
-        '  printf "HOOK_SAW=%s\\nSYSHOOK=%s\\n" "$ID" "conf-after-$SYSHOOK_SEEN" >> "$ENROOT_ENVIRON"\n'
+        '  printf "HOOK_SAW=%s\\nexport SYSHOOK=%s\\n" "$ID" "conf-after-$SYSHOOK_SEEN"'
+        ' >> "$ENROOT_ENVIRON"\n'
         f'  echo "{hostdir} /queued none x-create=dir,bind" >> "$ENROOT_MOUNTS"\n'
         "}\n"
         "mounts() {\n"
@@ -321,8 +324,9 @@ def test_sigkill_while_stopped_leaves_no_mount_and_no_daemon(env, image):
         assert os.readlink(f"/proc/{p.pid}/ns/user") != os.readlink("/proc/self/ns/user")
         assert Path(f"/proc/{p.pid}/root/etc/os-release").read_text().startswith("ID=squalltest")
         # Joining the mount namespace lands in the container root (pivot_root, not chroot).
-        joined = subprocess.run(["nsenter", "-t", str(p.pid), "-U", "-m", "--preserve-credentials",
-                                 "cat", "/etc/os-release"], capture_output=True, text=True, timeout=10)
+        joined = subprocess.run(["nsenter", "-t", str(p.pid), "-U", "-m",
+                                 "--preserve-credentials", "cat", "/etc/os-release"],
+                                capture_output=True, text=True, timeout=10)
         assert joined.stdout.startswith("ID=squalltest"), joined.stderr
         time.sleep(0.3)  # the daemon must stay while the main process is stopped
         assert processes_mentioning(str(image)), "squashfuse died while the container was stopped"
@@ -346,11 +350,62 @@ def test_fuse_overlayfs_fallback_when_native_overlay_is_off(env, image):
     wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
 
 
+def test_two_containers_at_once_each_see_their_own_image(env, base_tree, tmp_path):
+    one = make_image(base_tree, tmp_path / "one.sqsh", **{"etc/which": "one\n"})
+    two = make_image(base_tree, tmp_path / "two.sqsh", **{"etc/which": "two\n"})
+    procs = [subprocess.Popen([str(ENROOT), "start", str(img), "sh", "-c", "kill -STOP $$"],
+                              env=env) for img in (one, two)]
+    try:
+        for p in procs:
+            _, status = os.waitpid(p.pid, os.WUNTRACED)
+            assert os.WIFSTOPPED(status)
+        seen = [Path(f"/proc/{p.pid}/root/etc/which").read_text() for p in procs]
+        assert seen == ["one\n", "two\n"]
+    finally:
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)
+            os.waitpid(p.pid, 0)
+    wait_until_clean(one, Path(env["ENROOT_RUNTIME_PATH"]))
+    wait_until_clean(two, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
+def test_superuser_without_user_namespace_when_allowed(env, image):
+    def user_ns_of_started(e):
+        p = subprocess.Popen([str(ENROOT), "start", str(image), "sh", "-c", "kill -STOP $$"],
+                             env=e)
+        try:
+            _, status = os.waitpid(p.pid, os.WUNTRACED)
+            assert os.WIFSTOPPED(status)
+            assert Path(f"/proc/{p.pid}/root/etc/os-release").read_text().startswith("ID=squall")
+            return os.readlink(f"/proc/{p.pid}/ns/user")
+        finally:
+            os.kill(p.pid, signal.SIGKILL)
+            os.waitpid(p.pid, 0)
+
+    own = os.readlink("/proc/self/ns/user")
+    assert user_ns_of_started(dict(env, ENROOT_ALLOW_SUPERUSER="y")) == own
+    assert user_ns_of_started(env) != own
+    wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
+def test_mount_home(env, image, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dotfile").write_text("mine\n")
+    e = dict(env, HOME=str(home), ENROOT_MOUNT_HOME="yes")
+    r = enroot(e, "start", str(image), "sh", "-c", 'echo "$HOME"; cat "$HOME/dotfile"')
+    assert r.stdout == f"{home}\nmine\n"
+    r = enroot(dict(e, ENROOT_MOUNT_HOME="no"), "start", str(image), "sh", "-c",
+               f"cat {home}/dotfile 2>/dev/null || echo NOT-MOUNTED")
+    assert r.stdout == "NOT-MOUNTED\n"
+
+
 # --- named containers --------------------------------------------------------------------
 
 def test_create_list_start_export_remove_round_trip(env, image, tmp_path):
     assert enroot(env, "create", "-n", "c1", str(image)).stdout.strip() == "c1"
-    assert "already exists" in one_line_error(enroot(env, "create", "-n", "c1", str(image), check=False))
+    again = enroot(env, "create", "-n", "c1", str(image), check=False)
+    assert "already exists" in one_line_error(again)
     enroot(env, "create", "-f", "-n", "c1", str(image))
     assert enroot(env, "list").stdout.split() == ["c1"]
     assert enroot(env, "start", "c1", "cat", "/etc/os-release").stdout.startswith("ID=squalltest")
@@ -372,7 +427,8 @@ def test_create_list_start_export_remove_round_trip(env, image, tmp_path):
     assert enroot(env, "export", "-o", str(out), "c1").stdout.strip() == str(out)
     listing = subprocess.run(["unsquashfs", "-l", str(out)], capture_output=True, text=True).stdout
     assert "squashfs-root/etc/persist" in listing
-    assert "already exists" in one_line_error(enroot(env, "export", "-o", str(out), "c1", check=False))
+    again = enroot(env, "export", "-o", str(out), "c1", check=False)
+    assert "already exists" in one_line_error(again)
     enroot(env, "export", "-f", "-o", str(out), "c1")
     assert [f.name for f in out.parent.iterdir()] == ["c1.sqsh"]   # no temporary left
     assert "add -f" in one_line_error(enroot(env, "remove", "c1", check=False))
@@ -400,7 +456,8 @@ def test_not_a_squashfs_is_a_one_line_error(env, tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["/nonexistent/img.sqsh", "true"], "No such image file: /nonexistent/img.sqsh"),
     (["nosuchname", "true"], "No such container: nosuchname"),
-    (["-m", "/nonexistent-src:/x", "IMAGE", "true"], "Mount source does not exist: /nonexistent-src"),
+    (["-m", "/nonexistent-src:/x", "IMAGE", "true"],
+     "Mount source does not exist: /nonexistent-src"),
     (["-m", "justonefield", "IMAGE", "true"], "Bad --mount 'justonefield'"),
     (["-m", "/tmp:/../../etc", "IMAGE", "true"], "'..' may not appear"),
     (["-e", "1BAD=x", "IMAGE", "true"], "Bad --env '1BAD=x'"),
@@ -413,6 +470,17 @@ def test_bad_start_input_is_a_one_line_error(env, image, args, words):
     line = one_line_error(enroot(env, "start", *args, check=False))
     assert words in line
     wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
+def test_import_needs_sqshbuild_and_a_docker_uri(env, tmp_path):
+    tmp_path = tmp_path / "cwd"
+    tmp_path.mkdir()
+    no_sqshbuild = dict(env, PATH="/usr/sbin:/usr/bin:/sbin:/bin")
+    line = one_line_error(enroot(no_sqshbuild, "import", "docker://debian:12", check=False,
+                                 cwd=tmp_path))
+    assert "sqshbuild is not installed" in line
+    assert "Bad URI" in one_line_error(enroot(env, "import", "debian:12", check=False))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_other_commands_reject_bad_input(env):
@@ -447,10 +515,12 @@ run() { "${AS_U[@]}" "$@"; }
 E=/rt/bin/enroot
 echo "OSREL=$(run $E start /home/u/img.sqsh cat /etc/os-release | head -n1)"
 echo "ID=$(run $E start /home/u/img.sqsh id -u)"
-echo "CAPS=$(run $E start /home/u/img.sqsh grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\t\n' '  ')"
+CAPS=$(run $E start /home/u/img.sqsh grep -E '^(CapEff|NoNewPrivs)' /proc/self/status)
+echo "CAPS=$(echo $CAPS)"
 echo "ROOTID=$(run $E start -r /home/u/img.sqsh id -u)"
 echo "ROOTCAPS=$(run $E start -r /home/u/img.sqsh grep CapEff /proc/self/status | tr -d '\t')"
-echo "OVERLAY=$(run $E start /home/u/img.sqsh grep ' / / ' /proc/self/mountinfo | grep -o ' - [a-z.-]*')"
+ROOTMNT=$(run $E start /home/u/img.sqsh grep ' / / ' /proc/self/mountinfo)
+echo "OVERLAY=$(echo "$ROOTMNT" | grep -o ' - [a-z.-]*')"
 # A simple command in the background: setpriv, env and enroot exec in place, so $! is the container.
 "${AS_U[@]}" $E start /home/u/img.sqsh sh -c 'kill -STOP $$; exit 0' & pid=$!
 for i in $(seq 100); do grep -q '^State:.*T (stopped)' /proc/$pid/status && break; sleep 0.05; done
@@ -465,7 +535,8 @@ chmod 600 /dev/fuse
 echo "NOFUSE=$(run $E start /home/u/img.sqsh true 2>&1 | tr '\n' '|')"
 chmod 666 /dev/fuse
 for i in 1 2 3 4 5 6 7; do
-  t0=$(date +%s%N); run $E start /home/u/img.sqsh true; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 ))
+  t0=$(date +%s%N); run $E start /home/u/img.sqsh true; t1=$(date +%s%N)
+  echo $(( (t1 - t0) / 1000000 ))
 done | sort -n | sed -n '4s/^/MEDIAN_MS=/p'
 
 """
@@ -476,7 +547,8 @@ def test_unprivileged_user_in_docker(image):
             ["docker", "info"], capture_output=True).returncode != 0:
         _missing("docker is not available for the unprivileged-user test")
     name = f"squall-rt-test-{uuid.uuid4().hex[:8]}"
-    cmd = ["docker", "run", "--rm", "--name", name, "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+    cmd = ["docker", "run", "--rm", "--name", name,
+           "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
            "--device", "/dev/fuse", "--security-opt", "seccomp=unconfined",
            "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
            "-v", f"{RUNTIME_DIR}:/rt:ro", "-v", f"{image.parent}:/work:ro",
