@@ -18,8 +18,11 @@ done
 
 install -d -m 0755 "$prefix/bin" "$prefix/libexec"
 install -m 0755 "$here/bin/enroot" "$prefix/bin/enroot"
-install -m 0644 "$here"/libexec/*.sh "$prefix/libexec/"
-install -m 0755 "$here/libexec/start-ns.sh" "$here/libexec/run-conf.sh" "$here/libexec/switchroot.pl" "$prefix/libexec/"
+for f in "$here"/libexec/*; do
+    mode=0644
+    [[ ! -x $f ]] || mode=0755
+    install -m "$mode" "$f" "$prefix/libexec/"
+done
 
 install -d -m 0755 "$sysconf" "$sysconf/environ.d" "$sysconf/mounts.d" "$sysconf/hooks.d"
 if [[ ! -e $sysconf/enroot.conf ]]; then

@@ -244,6 +244,22 @@ def test_image_fstab_and_sysconf_mounts_d_with_x_create(env, base_tree, tmp_path
     assert r.stdout.split("\n")[:3] == ["1", "host-file", "host-file"]
 
 
+def test_hook_mounts_moved_and_detached(env, image, tmp_path):
+    """x-move moves a mount a hook made; x-detach removes one (here the host's /sys)."""
+    conf = tmp_path / "c.conf"
+    conf.write_text(
+        "hooks() {\n"
+        '  mkdir -p "$ENROOT_ROOTFS/made-by-hook"\n'
+        '  mount -t tmpfs hooktmp "$ENROOT_ROOTFS/made-by-hook"\n'
+        '  echo hi > "$ENROOT_ROOTFS/made-by-hook/f"\n'
+        '  echo "$ENROOT_ROOTFS/made-by-hook /moved none x-move,x-create=dir" >> "$ENROOT_MOUNTS"\n'
+        '  echo "none /sys none x-detach" >> "$ENROOT_MOUNTS"\n'
+        "}\n")
+    r = enroot(env, "start", "-c", str(conf), str(image), "sh", "-c",
+               "cat /moved/f; ls /made-by-hook | grep -c . ; ls /sys | grep -c . ; true")
+    assert r.stdout.split() == ["hi", "0", "0"], r.stderr
+
+
 def test_dev_proc_sys_from_host_unless_restrict_dev(env, image):
     probe = ["sh", "-c", "ls /proc/self/ns/mnt /sys/kernel >/dev/null && echo PROC-SYS;"
              " ls /dev/fuse >/dev/null 2>&1 && echo FUSE || echo NO-FUSE; ls /dev/null"]
@@ -321,7 +337,8 @@ def test_sigkill_while_stopped_leaves_no_mount_and_no_daemon(env, image):
         assert os.WIFSTOPPED(status), f"container exited instead of stopping: {p.stderr.read()}"
         own_ns = os.readlink("/proc/self/ns/mnt")
         assert os.readlink(f"/proc/{p.pid}/ns/mnt") != own_ns
-        assert os.readlink(f"/proc/{p.pid}/ns/user") != os.readlink("/proc/self/ns/user")
+        for ns in ("user", "cgroup"):
+            assert os.readlink(f"/proc/{p.pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}")
         assert Path(f"/proc/{p.pid}/root/etc/os-release").read_text().startswith("ID=squalltest")
         # Joining the mount namespace lands in the container root (pivot_root, not chroot).
         joined = subprocess.run(["nsenter", "-t", str(p.pid), "-U", "-m",
@@ -488,6 +505,23 @@ def test_other_commands_reject_bad_input(env):
     assert "Unsupported URI scheme" in one_line_error(
         enroot(env, "import", "podman://x", check=False))
     assert "No such container" in one_line_error(enroot(env, "export", "nope", check=False))
+
+
+def test_install_sh_installs_a_working_runtime(image, tmp_path):
+    prefix, sysconf = tmp_path / "opt", tmp_path / "etc-enroot"
+    subprocess.run([str(RUNTIME_DIR / "install.sh"), str(prefix), str(sysconf)], check=True,
+                   capture_output=True)
+    assert sorted(p.name for p in sysconf.iterdir()) == [
+        "enroot.conf", "environ.d", "hooks.d", "mounts.d"]
+    assert not any((sysconf / "hooks.d").iterdir())
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("ENROOT_", "XDG_"))}
+    e["ENROOT_SYSCONF_PATH"] = str(sysconf)
+    link = tmp_path / "enroot-link"   # e.g. /usr/local/bin/enroot -> the installed one
+    link.symlink_to(prefix / "bin/enroot")
+    r = subprocess.run([str(link), "start", str(image), "cat", "/etc/os-release"], env=e,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ID=squalltest"), r.stderr
+    assert Path(f"/tmp/enroot-runtime-{os.geteuid()}").is_dir()  # from the installed enroot.conf
 
 
 # --- speed -------------------------------------------------------------------------------
