@@ -136,7 +136,14 @@ def wait_until_clean(image: Path, runtime: Path, timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"left behind after exit: processes {procs}, mounts {mounts}")
         time.sleep(0.05)
-    assert not runtime.exists() or not any(runtime.iterdir()), "files left in ENROOT_RUNTIME_PATH"
+    assert_runtime_dir_clean(runtime)
+
+
+def assert_runtime_dir_clean(runtime: Path) -> None:
+    """Only the empty mount point of the per-container tmpfs may stay in the runtime dir."""
+    if runtime.exists():
+        assert [p.name for p in runtime.iterdir()] == [".scratch"], list(runtime.iterdir())
+        assert not any((runtime / ".scratch").iterdir()), "files left in the runtime dir"
 
 
 def one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -226,7 +233,7 @@ def test_writes_vanish_at_exit(env, image):
     enroot(env, "start", "--rw", str(image), "sh", "-c", "echo gone > /etc/marker")
     r = enroot(env, "start", str(image), "sh", "-c", "cat /etc/marker 2>/dev/null || echo ABSENT")
     assert r.stdout.strip() == "ABSENT"
-    assert not any(Path(env["ENROOT_RUNTIME_PATH"]).iterdir())
+    assert_runtime_dir_clean(Path(env["ENROOT_RUNTIME_PATH"]))
 
 
 def test_image_fstab_and_sysconf_mounts_d_with_x_create(env, base_tree, tmp_path):
@@ -299,6 +306,16 @@ def test_conf_hooks_see_rootfs_and_queue_env_and_mounts(env, image, tmp_path):
                "echo HOOK_SAW=$HOOK_SAW; cat /queued/q /from-conf; echo SYSHOOK=$SYSHOOK")
     assert r.stdout.split("\n")[:4] == [
         "HOOK_SAW=squalltest", "queued-mount", "queued-mount", "SYSHOOK=conf-after-1"], r.stdout
+
+
+def test_conf_file_kept_in_the_runtime_dir_stays_readable(env, image):
+    """A caller (the plugin) may keep its --conf file in ENROOT_RUNTIME_PATH."""
+    runtime = Path(env["ENROOT_RUNTIME_PATH"])
+    runtime.mkdir()
+    conf = runtime / "step.conf"
+    conf.write_text("environ() {\n  echo FROM_RUNTIME_DIR=yes\n}\n")
+    r = enroot(env, "start", "-c", str(conf), str(image), "sh", "-c", "echo $FROM_RUNTIME_DIR")
+    assert r.stdout == "yes\n"
 
 
 def test_failing_hook_aborts_the_start_with_its_message(env, image, tmp_path):
@@ -564,7 +581,7 @@ kill -KILL $pid; wait $pid || true
 for i in $(seq 100); do pgrep -u 1000 squashfuse >/dev/null || break; sleep 0.05; done
 echo "DAEMONS_AFTER=$(pgrep -u 1000 -c squashfuse || true)"
 echo "MOUNTS_AFTER=$(grep -c -e img.sqsh -e /tmp/rt-u /proc/mounts || true)"
-echo "RUNTIME_LEFT=$(ls -A /tmp/rt-u | wc -l)"
+echo "RUNTIME_LEFT=$(ls -A /tmp/rt-u /tmp/rt-u/.scratch | tr '\n' ' ')"
 chmod 600 /dev/fuse
 echo "NOFUSE=$(run $E start /home/u/img.sqsh true 2>&1 | tr '\n' '|')"
 chmod 666 /dev/fuse
@@ -599,7 +616,8 @@ def test_unprivileged_user_in_docker(image):
     assert got["ROOTCAPS"] != "CapEff:0000000000000000"
     assert got["OVERLAY"] == " - overlay"             # kernel overlayfs works unprivileged
     assert got["STOPPED"] == "1" and got["DAEMONS_WHILE_STOPPED"] == "1", r.stdout
-    assert got["DAEMONS_AFTER"] == "0" and got["MOUNTS_AFTER"] == "0" and got["RUNTIME_LEFT"] == "0"
+    assert got["DAEMONS_AFTER"] == "0" and got["MOUNTS_AFTER"] == "0", r.stdout
+    assert got["RUNTIME_LEFT"].split() == ["/tmp/rt-u:", ".scratch", "/tmp/rt-u/.scratch:"]
     assert got["NOFUSE"].startswith("[ERROR] /dev/fuse is not usable by uid 1000")
     assert got["NOFUSE"].count("|") == 1               # one line
     assert int(got["MEDIAN_MS"]) < 500, r.stdout

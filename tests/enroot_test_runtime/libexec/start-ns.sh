@@ -1,8 +1,8 @@
 #!/bin/bash
 # `enroot start`, second stage (test double), run by `unshare` inside the new user,
 # mount and cgroup namespaces as the container's future main process. Everything it
-# mounts lives in this private mount namespace (a tmpfs on ENROOT_RUNTIME_PATH holds the
-# scratch dirs), so all of it goes away with the namespace: nothing to clean up on the host.
+# mounts lives in this private mount namespace (a tmpfs on $ENROOT_RUNTIME_PATH/.scratch holds
+# the scratch dirs), so all of it goes away with the namespace: nothing to clean up on the host.
 set -euo pipefail
 
 ENROOT_TEST_LIBEXEC="${BASH_SOURCE[0]%/*}"
@@ -16,7 +16,7 @@ source "$ENROOT_TEST_LIBEXEC/fstab.sh"
 source "$ENROOT_TEST_LIBEXEC/environ.sh"
 parse_start_options "$@"
 
-S="$ENROOT_RUNTIME_PATH"
+S="$ENROOT_RUNTIME_PATH/.scratch"
 R="$S/root"
 exec {sleep_fd}<> <(:)   # read -t on this never-ready pipe sleeps without forking
 

@@ -70,9 +70,12 @@ start_main() {
     local rt="$ENROOT_RUNTIME_PATH"
     [[ $rt == /* && $rt != *[,:[:space:]]* ]] ||
         fail "Bad ENROOT_RUNTIME_PATH '$rt': it must be an absolute path without commas, colons or spaces"
-    if [[ ! -d $rt ]]; then
+    # The scratch tmpfs is mounted on an empty subdirectory, so that files the caller keeps
+    # in the runtime directory (a --conf file, an image) stay visible.
+    if [[ ! -d $rt/.scratch ]]; then
         # A concurrent start may create it first: that is fine too.
-        { mkdir -p -- "${rt%/*}" && mkdir -m 0700 -- "$rt"; } 2>/dev/null || [[ -d $rt ]] ||
+        { mkdir -p -- "$rt" && mkdir -m 0700 -- "$rt/.scratch"; } 2>/dev/null ||
+            [[ -d $rt/.scratch ]] ||
             fail "Cannot create ENROOT_RUNTIME_PATH $rt as uid $EUID: set ENROOT_RUNTIME_PATH (or XDG_RUNTIME_DIR) to a directory you can write"
     fi
     check_userns_allowed
