@@ -25,7 +25,7 @@ from squall.sqshbuild.registry import (
     insecure_registries,
     normalise_arch,
 )
-from squall.sqshbuild.sources import load_source, open_blob_file
+from squall.sqshbuild.sources import load_source
 from squall.sqshbuild.squash import (
     SquashOptions,
     check_options,
@@ -145,8 +145,7 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
         rep.stage(f"downloading {len(manifest.layers)} layers")
         rep.download_start(sum(d.size for d in manifest.layers))
         paths = layers_cache.fetch_all(client, manifest.layers, opts.jobs, rep.download_advance)
-        layers = [Layer(d.digest, (lambda p=p: open_blob_file(p)))
-                  for d, p in zip(manifest.layers, paths, strict=True)]
+        layers = [Layer(d.digest, path=p) for d, p in zip(manifest.layers, paths, strict=True)]
         sidecar = {
             "reference": src.text, "canonical": src.canonical, "manifest_digest": digest,
             "config_digest": manifest.config.digest,

@@ -6,7 +6,7 @@ Layout (default ``/fsx/squall/images``, env ``SQSHBUILD_CACHE``)::
     sha256-<hex>.json          sidecar: reference, digests, size, created, versions
     index/<sha256 of ref>.json reference (+ platform) -> manifest digest, for offline hits
     locks/sha256-<hex>.lock    the build lock (see lock.py)
-    layers/sha256/<hex>        the layer cache (env SQSHBUILD_LAYER_CACHE to move it)
+    layers/sha256/<hex>.tar    the layer cache, uncompressed (env SQSHBUILD_LAYER_CACHE)
     .building-*                temporary files; never end in .sqsh
 
 Publishing writes ``.building-sha256-<hex>.<host>.<pid>`` beside the target, fsyncs it,
@@ -172,8 +172,8 @@ class ImageCache:
         removed: list[dict[str, Any]] = []
         entries = self.entries()
         layer_dir = self.layer_root / "sha256"
-        layers = {p.name: p.stat().st_size for p in layer_dir.glob("*")
-                  if p.is_file() and len(p.name) == 64} if layer_dir.is_dir() else {}
+        layers = {p.name: p.stat().st_size for p in layer_dir.glob("*.tar")
+                  if p.is_file()} if layer_dir.is_dir() else {}
         total = sum(e[2] for e in entries) + sum(layers.values())
         # Layers first: they are only a speed-up for rebuilds.
         for name, size in sorted(layers.items(), key=lambda kv: _mtime(layer_dir / kv[0])):
@@ -181,7 +181,7 @@ class ImageCache:
                 break
             if not dry_run:
                 (layer_dir / name).unlink(missing_ok=True)
-            removed.append({"layer": f"sha256:{name}", "size": size})
+            removed.append({"layer": f"sha256:{name.removesuffix('.tar')}", "size": size})
             total -= size
         for _used, digest, size in entries:
             if total <= max_bytes:

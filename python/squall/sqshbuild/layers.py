@@ -1,11 +1,17 @@
 """Content-addressed layer cache: parallel downloads, sha256 verified while streaming, resume.
 
-Blobs live at ``<layers>/sha256/<hex>`` exactly as the registry served them (compressed).
+A layer is kept uncompressed, as ``<layers>/sha256/<hex>.tar`` where ``<hex>`` is the digest
+of the blob the registry served: the merge then reads headers with random access and the
+squash step copies file data straight from the page cache (``sendfile``), and a warm build
+does no decompression at all. The price is disk space (an uncompressed copy), which ``gc``
+reclaims first.
+
 A download in progress is ``<hex>.partial``, guarded by a :class:`SharedLock`
-(``<hex>.lock``) so two builders never write the same partial file. An interrupted download
-(error, SIGKILL) leaves the partial file; the next attempt hashes what is there and asks the
-registry for the rest with ``Range: bytes=N-``. A blob whose digest does not match is deleted
-and never published under its digest.
+(``<hex>.lock``) so two builders never write the same file. An interrupted download (error,
+SIGKILL) leaves the partial file; the next attempt hashes what is there and asks the
+registry for the rest with ``Range: bytes=N-``. A verified blob is renamed to ``<hex>``, then
+decompressed (gzip in-process, zstd through ``zstd -dc``) to ``<hex>.tar.tmp`` and renamed to
+``<hex>.tar``. A blob whose digest does not match is deleted and never published.
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
+import subprocess
 import time
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,6 +70,11 @@ class LayerCache:
                               "SQSHBUILD_LAYER_CACHE or --cache-dir to a writable place") from None
 
     def path(self, digest: str) -> Path:
+        """The uncompressed layer tar."""
+        return self.dir / f"{_hex(digest)}.tar"
+
+    def blob(self, digest: str) -> Path:
+        """The verified blob as served, kept only until it is decompressed."""
         return self.dir / _hex(digest)
 
     def has(self, digest: str) -> bool:
@@ -75,7 +89,7 @@ class LayerCache:
             if progress:
                 progress(desc.size)
             return final
-        lock = SharedLock(final.with_name(final.name + ".lock"))
+        lock = SharedLock(self.dir / f"{_hex(desc.digest)}.lock")
         if not lock.acquire(done=final.is_file):
             if progress:
                 progress(desc.size)
@@ -85,9 +99,49 @@ class LayerCache:
                 if progress:
                     progress(desc.size)
                 return final
-            return self._download(client, desc, final, progress)
+            blob = self.blob(desc.digest)
+            if not blob.is_file():
+                self._download(client, desc, blob, progress)
+            elif progress:
+                progress(desc.size)
+            self._decompress(blob, final, desc.digest)
+            return final
         finally:
             lock.release()
+
+    def _decompress(self, blob: Path, final: Path, digest: str) -> None:
+        tmp = final.with_name(final.name + ".tmp")
+        try:
+            with open(blob, "rb") as src:
+                magic = src.read(4)
+                src.seek(0)
+                if magic[:2] == b"\x1f\x8b":
+                    with open(tmp, "wb") as out:
+                        _gunzip(src, out, digest)
+                elif magic == b"\x28\xb5\x2f\xfd":
+                    exe = shutil.which("zstd")
+                    if exe is None:
+                        raise SquallError(f"layer {digest} is zstd-compressed and zstd is not "
+                                          "installed: apt install zstd")
+                    with open(tmp, "wb") as out:
+                        proc = subprocess.run([exe, "-dc"], stdin=src, stdout=out,
+                                              stderr=subprocess.PIPE, check=False)
+                    if proc.returncode != 0:
+                        raise SquallError(f"layer {digest} is not valid zstd data: the image "
+                                          "is corrupt; re-push it")
+                else:
+                    os.rename(blob, final)
+                    _fsync_dir(self.dir)
+                    return
+            os.rename(tmp, final)
+            blob.unlink()
+            _fsync_dir(self.dir)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise _disk_error(exc, final) from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
                   progress: Progress | None) -> Path:
@@ -175,6 +229,25 @@ class LayerCache:
             paths = dict(zip(unique, pool.map(lambda d: self.fetch(client, d, progress), unique),
                              strict=True))
         return [paths[d] for d in descs]
+
+
+def _gunzip(src, out, digest: str) -> None:  # type: ignore[no-untyped-def]
+    """Decompress (possibly multi-member) gzip; zlib releases the GIL, so the download
+    threads decompress layers in parallel."""
+    d = zlib.decompressobj(wbits=47)
+    try:
+        while chunk := src.read(CHUNK):
+            while chunk:
+                out.write(d.decompress(chunk))
+                if d.eof:
+                    chunk = d.unused_data
+                    d = zlib.decompressobj(wbits=47)
+                else:
+                    chunk = b""
+        out.write(d.flush())
+    except zlib.error as exc:
+        raise SquallError(f"layer {digest} is not valid gzip data ({exc}): the image is "
+                          "corrupt; re-push it") from None
 
 
 class _Retry(Exception):

@@ -73,11 +73,21 @@ def open_blob_file(path: Path) -> BinaryIO:
     return open(path, "rb")
 
 
+def _extract(tar: tarfile.TarFile, name: str) -> IO[bytes] | None:
+    """A member by name, with or without a leading ``./``."""
+    for candidate in (name, f"./{name}", name.removeprefix("./")):
+        try:
+            return tar.extractfile(candidate)
+        except KeyError:
+            continue
+    raise KeyError(name)
+
+
 def open_member(archive: Path, member: str) -> BinaryIO:
     """A layer inside a tar archive, decompressed if it is gzip."""
     outer = tarfile.open(archive, "r:")
     try:
-        raw = outer.extractfile(member)
+        raw = _extract(outer, member)
     except KeyError:
         outer.close()
         raise SquallError(f"{archive} has no member {member}: the archive is incomplete") from None
@@ -146,7 +156,7 @@ class _Layout:
         if self.archive:
             try:
                 with tarfile.open(self.root, "r:") as tar:
-                    member = tar.extractfile(name) or tar.extractfile("./" + name)
+                    member = _extract(tar, name)
                     if member is None:
                         raise KeyError(name)
                     return member.read()

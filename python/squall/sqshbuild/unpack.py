@@ -40,10 +40,16 @@ COPY_CHUNK = 1 << 20
 
 @dataclass
 class Layer:
-    """One layer as the merge sees it: a name for errors and a way to open its tar stream."""
+    """One layer as the merge sees it: a name for errors and its uncompressed tar, either as a
+    file on disk (``path``: read with random access, file data copied with ``sendfile`` /
+    ``copy_file_range`` without passing through Python) or as a stream (``open``)."""
 
     digest: str
-    open: Callable[[], BinaryIO]  # returns an uncompressed tar stream
+    open: Callable[[], BinaryIO] | None = None
+    path: Path | None = None
+
+
+Span = tuple[int, int]  # (fd of an uncompressed layer file, offset of the member's data)
 
 
 @dataclass
@@ -56,7 +62,7 @@ class Entry:
 
 
 class Sink(Protocol):
-    def add(self, entry: Entry, data: BinaryIO | None) -> None: ...
+    def add(self, entry: Entry, data: BinaryIO | None, span: Span | None = None) -> None: ...
     def add_synthetic(self, path: str, data: bytes, mode: int) -> None: ...
     def ensure_dir(self, path: str) -> None: ...
     def close(self) -> None: ...
@@ -176,10 +182,22 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Ent
     opaque: set[str] = set()
     here_parents: set[str] = set()
     kept = 0
-    stream = layer.open()
+    if layer.path is not None:
+        try:
+            stream: BinaryIO = open(layer.path, "rb")
+        except OSError as exc:
+            raise SquallError(f"cannot read layer {layer.digest} at {layer.path}: "
+                              f"{exc.strerror}") from None
+        mode = "r:"
+    elif layer.open is not None:
+        stream = layer.open()
+        mode = "r|"
+    else:
+        raise SquallError(f"layer {layer.digest} has no data")
+    fd = stream.fileno() if layer.path is not None else -1
     try:
         try:
-            tar = tarfile.open(fileobj=stream, mode="r|")
+            tar = tarfile.open(fileobj=stream, mode=mode, bufsize=COPY_CHUNK)
         except tarfile.TarError as exc:
             raise SquallError(f"layer {layer.digest} is not a tar archive ({exc}): "
                               "the image is corrupt; rebuild or re-push it") from None
@@ -201,14 +219,10 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Ent
                         f"layer {layer.digest} turns {info.name!r} into a symlink or file after "
                         "writing below it: refusing a layer that could write outside the root")
                 if base == OPAQUE_MARKER:
-                    if parent:
-                        opaque.add(parent)
-                    else:
-                        opaque.add("")
+                    opaque.add(parent)
                     continue
                 if base.startswith(WHITEOUT_PREFIX):
-                    target = posixpath.join(parent, base[len(WHITEOUT_PREFIX):])
-                    whiteouts.add(target)
+                    whiteouts.add(posixpath.join(parent, base[len(WHITEOUT_PREFIX):]))
                     continue
                 if info.islnk():
                     normalise_name(info.linkname, layer.digest)
@@ -220,28 +234,37 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Ent
                     continue
                 if path == "dev" and not info.isdir() or path.startswith("dev/"):
                     continue
-                if info.ischr() or info.isblk():
-                    continue
                 if not (info.isfile() or info.isdir() or info.issym() or info.islnk()
                         or info.isfifo()):
-                    continue
+                    continue  # device nodes and anything else exotic are skipped
                 entry = Entry(path, info, layer.digest)
                 kept += 1
                 if info.islnk():
                     deferred_links.append(entry)
                     continue
-                data = tar.extractfile(info) if info.isfile() else None
-                if observer is not None and observer.wants_data(path, info):
-                    blob = data.read() if data is not None else None
-                    observer.observe(path, info, blob)
-                    sink.add(entry, _BytesReader(blob) if blob is not None else None)
+                span = (fd, info.offset_data) if info.isfile() and fd >= 0 else None
+                wants = observer is not None and observer.wants_data(path, info)
+                if wants:  # a small file whose content tells a version
+                    if span is not None:
+                        blob = os.pread(fd, info.size, info.offset_data)
+                    else:
+                        member = tar.extractfile(info)
+                        blob = member.read() if member is not None else b""
+                    observer.observe(path, info, blob)  # type: ignore[union-attr]
+                    sink.add(entry, _BytesReader(blob), None)
+                    continue
+                if observer is not None:
+                    observer.observe(path, info, None)
+                if span is None and info.isfile():
+                    sink.add(entry, tar.extractfile(info), None)
                 else:
-                    if observer is not None:
-                        observer.observe(path, info, None)
-                    sink.add(entry, data)
+                    sink.add(entry, None, span)
         except tarfile.TarError as exc:
             raise SquallError(f"layer {layer.digest} is truncated or corrupt ({exc}): "
                               "delete it from the layer cache and build again") from None
+        finally:
+            if mode == "r:":
+                tar.members = []
     finally:
         stream.close()
     for path, is_dir in here.items():
@@ -280,17 +303,73 @@ def _root_header(info: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
     return out
 
 
+_ZEROS = bytes(tarfile.BLOCKSIZE * 2)
+
+
+def _copy_span(span: Span, size: int, out_fd: int) -> None:
+    """Copy ``size`` bytes of a layer file to ``out_fd`` in the kernel (sendfile)."""
+    in_fd, offset = span
+    while size > 0:
+        sent = os.sendfile(out_fd, in_fd, offset, min(size, 1 << 30))
+        if sent == 0:
+            raise SquallError("a layer file is shorter than its tar headers say: delete the "
+                              "layer cache entry and build again")
+        offset += sent
+        size -= sent
+
+
 class TarSink:
-    """Writes the merged tree as one uncompressed tar stream (fed to ``tar2sqfs``)."""
+    """Writes the merged tree as one uncompressed tar stream (fed to ``tar2sqfs``).
+
+    Headers are written by Python; file data from layer files on disk goes from the page
+    cache to the pipe with ``sendfile`` and never enters the interpreter."""
 
     def __init__(self, out: BinaryIO, on_bytes: Callable[[int], None] | None = None) -> None:
-        self._tar = tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT)
+        self._out = out
+        try:
+            self._fd = out.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = -1
         self._on_bytes = on_bytes
+        self._closed = False
 
-    def add(self, entry: Entry, data: BinaryIO | None) -> None:
+    def _header(self, info: tarfile.TarInfo) -> None:
+        self._out.write(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
+
+    def _pad(self, size: int) -> None:
+        rest = size % tarfile.BLOCKSIZE
+        if rest:
+            self._out.write(bytes(tarfile.BLOCKSIZE - rest))
+
+    def add(self, entry: Entry, data: BinaryIO | None, span: Span | None = None) -> None:
         header = _root_header(entry.info, entry.path)
-        self._tar.addfile(header, data if header.isfile() else None)
-        if self._on_bytes is not None and header.size:
+        self._header(header)
+        if not header.isfile() or not header.size:
+            return
+        if span is not None and self._fd >= 0:
+            self._out.flush()
+            _copy_span(span, header.size, self._fd)
+        elif span is not None:
+            in_fd, offset = span
+            left = header.size
+            while left:
+                chunk = os.pread(in_fd, min(left, COPY_CHUNK), offset)
+                if not chunk:
+                    raise SquallError("a layer file is shorter than its tar headers say")
+                self._out.write(chunk)
+                offset += len(chunk)
+                left -= len(chunk)
+        elif data is not None:
+            left = header.size
+            while left:
+                chunk = data.read(min(left, COPY_CHUNK))
+                if not chunk:
+                    raise SquallError(f"layer {entry.layer} ends inside {entry.path!r}: the "
+                                      "layer is truncated; delete it and build again")
+                self._out.write(chunk)
+                left -= len(chunk)
+        self._pad(header.size)
+        if self._on_bytes is not None:
             self._on_bytes(header.size)
 
     def add_synthetic(self, path: str, data: bytes, mode: int) -> None:
@@ -298,23 +377,25 @@ class TarSink:
         info.size = len(data)
         info.mode = mode
         info.mtime = 0
-        self._tar.addfile(info, _BytesReader(data))
+        self._header(info)
+        self._out.write(data)
+        self._pad(len(data))
 
     def ensure_dir(self, path: str) -> None:
         info = tarfile.TarInfo(path)
         info.type = tarfile.DIRTYPE
         info.mode = 0o755
-        self._tar.addfile(info)
+        self._header(info)
 
     def close(self) -> None:
-        self._tar.close()
+        if not self._closed:
+            self._out.write(_ZEROS)
+            self._out.flush()
+            self._closed = True
 
     def abort(self) -> None:
-        """Forget the stream without flushing (the reader is gone or the build failed)."""
-        stream = self._tar.fileobj
-        self._tar.closed = True
-        if stream is not None:
-            stream.closed = True  # type: ignore[attr-defined]
+        """Stop without writing the end of the archive (the build failed)."""
+        self._closed = True
 
 
 class DirSink:
@@ -334,7 +415,25 @@ class DirSink:
         if not os.path.isdir(parent):
             os.makedirs(parent, mode=0o755, exist_ok=True)
 
-    def add(self, entry: Entry, data: BinaryIO | None) -> None:
+    def _write_file(self, full: str, size: int, data: BinaryIO | None, span: Span | None
+                    ) -> None:
+        with open(full, "wb") as out:
+            if span is not None:
+                in_fd, offset = span
+                left = size
+                while left:
+                    try:
+                        n = os.copy_file_range(in_fd, out.fileno(), left, offset)
+                    except OSError:
+                        n = out.write(os.pread(in_fd, min(left, COPY_CHUNK), offset))
+                    if n == 0:
+                        raise SquallError("a layer file is shorter than its tar headers say")
+                    offset += n
+                    left -= n
+            elif data is not None:
+                shutil.copyfileobj(data, out, COPY_CHUNK)
+
+    def add(self, entry: Entry, data: BinaryIO | None, span: Span | None = None) -> None:
         info = entry.info
         full = self._full(entry.path)
         mode = normalise_mode(info)
@@ -347,9 +446,7 @@ class DirSink:
                 self._dir_times.append((full, info.mtime, mode))
                 return
             if info.isfile():
-                with open(full, "wb") as out:
-                    if data is not None:
-                        shutil.copyfileobj(data, out, COPY_CHUNK)
+                self._write_file(full, info.size, data, span)
                 if self._on_bytes is not None:
                     self._on_bytes(info.size)
             elif info.issym():

@@ -1,0 +1,177 @@
+"""Layer merge semantics: whiteouts, opaque dirs, replacement, links, normalisation, escapes."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from squall.errors import SquallError
+from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
+
+
+def tar_layer(*entries) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for e in entries:
+            kind, name = e[0], e[1]
+            info = tarfile.TarInfo(name)
+            info.uid = info.gid = 1234
+            info.mtime = 1_600_000_000
+            data = None
+            if kind == "file":
+                data = e[2].encode() if isinstance(e[2], str) else e[2]
+                info.size = len(data)
+                info.mode = e[3] if len(e) > 3 else 0o644
+            elif kind == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, (e[2] if len(e) > 2 else 0o755)
+            elif kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, e[2]
+            elif kind == "hardlink":
+                info.type, info.linkname = tarfile.LNKTYPE, e[2]
+            elif kind == "chr":
+                info.type = tarfile.CHRTYPE
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def layers(*tars: bytes) -> list[Layer]:
+    return [Layer(f"sha256:{i:064d}", (lambda t=t: io.BytesIO(t))) for i, t in enumerate(tars)]
+
+
+def merged_tar(ls: list[Layer], **kw) -> dict[str, tarfile.TarInfo]:
+    out = io.BytesIO()
+    merge_layers(ls, TarSink(out), **kw)
+    out.seek(0)
+    with tarfile.open(fileobj=out) as tar:
+        return {m.name: m for m in tar.getmembers()}
+
+
+def merged_dir(ls: list[Layer], root: Path, **kw) -> set[str]:
+    merge_layers(ls, DirSink(root), **kw)
+    found = set()
+    for dirpath, dirs, files in os.walk(root):
+        for n in dirs + files:
+            found.add(os.path.relpath(os.path.join(dirpath, n), root))
+    return found
+
+
+BASE = tar_layer(
+    ("dir", "a"), ("file", "a/keep", "k"), ("file", "a/gone", "g"),
+    ("dir", "b"), ("file", "b/x", "x"), ("dir", "b/sub"), ("file", "b/sub/y", "y"),
+    ("dir", "c"), ("file", "c/z", "z"), ("dir", "d"), ("file", "d/w", "w"),
+    ("symlink", "s", "a"), ("file", "f", "file"),
+)
+UPPER = tar_layer(
+    ("file", "a/.wh.gone", ""),                 # whiteout one file
+    ("file", ".wh.c", ""),                      # whiteout a whole directory
+    ("dir", "b"), ("file", "b/.wh..wh..opq", ""), ("file", "b/new", "n"),  # opaque
+    ("file", "d", "now a file"),                # a file replaces a directory
+    ("dir", "s"), ("file", "s/in", "i"),        # a directory replaces a symlink
+    ("file", "f", "changed"),
+)
+
+
+@pytest.mark.parametrize("sink", ["tar", "dir"])
+def test_whiteouts_opaque_and_replacement(sink, tmp_path):
+    expected = {"a", "a/keep", "b", "b/new", "d", "s", "s/in", "f"}
+    if sink == "tar":
+        got = merged_tar(layers(BASE, UPPER))
+        assert set(got) == expected
+        assert got["d"].isfile() and got["s"].isdir()
+    else:
+        got_dir = merged_dir(layers(BASE, UPPER), tmp_path / "r")
+        assert got_dir == expected
+        assert (tmp_path / "r/f").read_text() == "changed"
+        assert (tmp_path / "r/d").read_text() == "now a file"
+
+
+def test_recreated_after_whiteout_shows_only_new_content():
+    third = tar_layer(("dir", "c"), ("file", "c/again", "1"))
+    got = merged_tar(layers(BASE, UPPER, third))
+    assert {n for n in got if n.startswith("c")} == {"c", "c/again"}
+
+
+def test_root_opaque_hides_everything_below():
+    top = tar_layer(("file", ".wh..wh..opq", ""), ("file", "only", "o"))
+    assert set(merged_tar(layers(BASE, top))) == {"only"}
+
+
+def test_ownership_and_modes_are_normalised_like_enroot(tmp_path):
+    t = tar_layer(("file", "suid", "s", 0o4755), ("file", "none", "n", 0o000),
+                  ("file", "gx", "x", 0o010), ("dir", "ro", 0o555), ("file", "ro/f", "f", 0o444))
+    got = merged_tar(layers(t))
+    assert {(m.uid, m.gid, m.uname) for m in got.values()} == {(0, 0, "root")}
+    assert got["suid"].mode == 0o4755
+    assert got["none"].mode == 0o400
+    assert got["gx"].mode == 0o510
+    assert got["ro"].mode == 0o755
+    merged_dir(layers(t), tmp_path / "r")
+    assert stat.S_IMODE((tmp_path / "r/suid").stat().st_mode) == 0o4755
+    assert stat.S_IMODE((tmp_path / "r/ro").stat().st_mode) == 0o755
+
+
+def test_devices_and_dev_contents_are_skipped():
+    t = tar_layer(("dir", "dev"), ("chr", "dev/null"), ("file", "dev/x", "x"), ("chr", "tty0"),
+                  ("file", "ok", "ok"))
+    assert set(merged_tar(layers(t))) == {"dev", "ok"}
+
+
+@pytest.mark.parametrize("sink", ["tar", "dir"])
+def test_hardlinks_are_written_after_their_target(sink, tmp_path):
+    t = tar_layer(("hardlink", "early", "bin/tool"), ("dir", "bin"), ("file", "bin/tool", "T"))
+    if sink == "tar":
+        got = merged_tar(layers(t))
+        assert got["early"].islnk() and got["early"].linkname == "bin/tool"
+    else:
+        merged_dir(layers(t), tmp_path / "r")
+        assert os.path.samefile(tmp_path / "r/early", tmp_path / "r/bin/tool")
+
+
+def test_dangling_hardlink_is_an_error():
+    t = tar_layer(("hardlink", "h", "missing"))
+    with pytest.raises(SquallError, match="hard link 'h'"):
+        merged_tar(layers(t))
+
+
+@pytest.mark.parametrize("entries,named", [
+    ([("file", "../x", "x")], "../x"),
+    ([("file", "a/../../x", "x")], "a/../../x"),
+    ([("file", "/etc/passwd", "x")], "/etc/passwd"),
+    ([("symlink", "l", "/"), ("file", "l/etc/passwd", "x")], "l/etc/passwd"),
+    ([("file", "l/x", "x"), ("symlink", "l", "/")], "'l'"),
+    ([("hardlink", "h", "../../etc/shadow")], "../../etc/shadow"),
+])
+def test_escapes_are_refused_naming_layer_and_entry(entries, named, tmp_path):
+    ls = layers(tar_layer(("file", "ok", "ok")), tar_layer(*entries))
+    for run in (lambda: merged_tar(ls), lambda: merged_dir(ls, tmp_path / "r")):
+        with pytest.raises(SquallError) as exc:
+            run()
+        assert f"sha256:{1:064d}" in str(exc.value) and named in str(exc.value)
+
+
+def test_lower_symlink_does_not_redirect_upper_files(tmp_path):
+    # usr/lib in the upper layer must not be written through a lower symlink usr/lib -> /
+    lower = tar_layer(("dir", "usr"), ("symlink", "usr/lib", "/"))
+    upper = tar_layer(("file", "usr/lib/evil", "x"))
+    got = merged_dir(layers(lower, upper), tmp_path / "r")
+    assert "usr/lib/evil" in got and (tmp_path / "r/usr/lib").is_dir()
+    assert not (tmp_path / "evil").exists()
+
+
+def test_synthetic_files_win_and_workdir_is_created():
+    t = tar_layer(("dir", "etc", 0o700), ("file", "etc/rc", "old"))
+    got = merged_tar(layers(t), synthetic={"etc/rc": (b"new", 0o755)},
+                     ensure_dirs=["/work/dir"])
+    assert got["etc"].mode == 0o700  # the layer's own /etc metadata is kept
+    assert got["work/dir"].isdir()
+    assert got["etc/rc"].size == 3
+
+
+def test_not_a_tar_is_a_clear_error():
+    with pytest.raises(SquallError, match="not a tar archive|truncated or corrupt"):
+        merged_tar(layers(b"this is not a tar archive at all" * 40))
