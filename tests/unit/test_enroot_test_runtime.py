@@ -376,6 +376,18 @@ def test_sigkill_while_stopped_leaves_no_mount_and_no_daemon(env, image):
     assert not any(Path(env["ENROOT_TEMP_PATH"]).iterdir())
 
 
+@pytest.mark.parametrize("native", ["yes", "no"])
+def test_signal_to_the_process_group_spares_the_fuse_daemons(env, image, native):
+    """Ctrl-C at an interactive container shell signals its process group: the root
+    filesystem must survive it."""
+    e = dict(env, ENROOT_NATIVE_OVERLAYFS=native)
+    script = 'trap "" INT TERM; kill -INT 0; kill -TERM 0; sleep 0.3; cat /etc/os-release'
+    r = subprocess.run([str(ENROOT), "start", str(image), "sh", "-c", script], env=e,
+                       capture_output=True, text=True, timeout=60, start_new_session=True)
+    assert r.stdout.startswith("ID=squalltest"), r.stderr
+    wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
 def test_fuse_overlayfs_fallback_when_native_overlay_is_off(env, image):
     e = dict(env, ENROOT_NATIVE_OVERLAYFS="no")
     r = enroot(e, "start", "--rw", str(image), "sh", "-c",

@@ -22,12 +22,15 @@ exec {sleep_fd}<> <(:)   # read -t on this never-ready pipe sleeps without forki
 
 # start_fuse MOUNTPOINT LOG CMD...: run a FUSE daemon in the foreground as a child of this
 # process with a parent-death signal, so it dies with the container's main process (even
-# on SIGKILL) and not before; return once MOUNTPOINT is no longer the empty directory.
+# on SIGKILL) and not before; in its own session, so that a Ctrl-C or a signal sent to the
+# container's process group does not take the root filesystem away. (setsid does not fork
+# here: a background job of a non-interactive shell is not a process group leader.)
+# Return once MOUNTPOINT is no longer the empty directory.
 start_fuse() {
     local mnt="$1" log="$2" dirfd pid tries=0 msg stat
     shift 2
     exec {dirfd}<"$mnt"
-    setpriv --pdeathsig KILL -- "$@" </dev/null >"$log" 2>&1 &
+    setpriv --pdeathsig KILL -- setsid -- "$@" </dev/null >"$log" 2>&1 &
     pid=$!
     while [[ /proc/self/fd/$dirfd -ef $mnt ]]; do
         stat=""
