@@ -13,6 +13,16 @@ install -d -o munge -g munge -m 0755 /run/munge
 install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
 install -d -m 0755 /run/squall
 
+# Per-node plugstack arguments (e.g. node3 points its EFA roots at a stand-in tree).
+# Rebuilt from the image's copy at every start, so a restarted node does not repeat them.
+if [ -f /etc/slurm/plugstack.conf ]; then
+  [ -f /etc/squall/plugstack.conf.image ] || cp /etc/slurm/plugstack.conf /etc/squall/plugstack.conf.image
+  cp /etc/squall/plugstack.conf.image /etc/slurm/plugstack.conf
+  if [ -n "${SQUALL_PLUGSTACK_EXTRA:-}" ]; then
+    sed -i "/^required /s|\$| ${SQUALL_PLUGSTACK_EXTRA}|" /etc/slurm/plugstack.conf
+  fi
+fi
+
 runuser -u munge -- /usr/sbin/munged
 pids=()
 case "$role" in
