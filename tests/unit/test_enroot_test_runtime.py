@@ -576,6 +576,11 @@ AS_U=(setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u PATH=/
       ENROOT_SYSCONF_PATH=/nonexistent ENROOT_RUNTIME_PATH=/tmp/rt-u)
 run() { "${AS_U[@]}" "$@"; }
 E=/rt/bin/enroot
+/rt/install.sh >/dev/null   # the node image's way: /opt/enroot-test-runtime, /etc/enroot
+echo "INSTALLED=$(setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u \
+  PATH=/usr/bin:/bin /opt/enroot-test-runtime/bin/enroot start /home/u/img.sqsh \
+  cat /etc/os-release \
+  | head -n1) $(ls -d /tmp/enroot-runtime-1000)"
 echo "OSREL=$(run $E start /home/u/img.sqsh cat /etc/os-release | head -n1)"
 echo "ID=$(run $E start /home/u/img.sqsh id -u)"
 CAPS=$(run $E start /home/u/img.sqsh grep -E '^(CapEff|NoNewPrivs)' /proc/self/status)
@@ -623,6 +628,7 @@ def test_unprivileged_user_in_docker(image):
     assert r.returncode == 0, r.stderr
     got = container_env(r.stdout)
     assert got["OSREL"] == "ID=squalltest", r.stdout
+    assert got["INSTALLED"] == "ID=squalltest /tmp/enroot-runtime-1000"
     assert got["ID"] == "1000" and got["ROOTID"] == "0"
     assert got["CAPS"].split() == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1"], got["CAPS"]
     assert got["ROOTCAPS"] != "CapEff:0000000000000000"
