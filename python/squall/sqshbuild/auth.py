@@ -115,7 +115,8 @@ def _from_docker_config(hosts: list[str], user: str) -> Credentials | None:
         username, password = entry.get("username"), entry.get("password")
         if entry.get("auth"):
             try:
-                username, _, password = base64.b64decode(entry["auth"], validate=True).decode().partition(":")
+                raw = base64.b64decode(entry["auth"], validate=True).decode()
+                username, _, password = raw.partition(":")
             except (ValueError, UnicodeDecodeError):
                 raise SquallError(f"{path}: the 'auth' entry for {key} is not base64 of "
                                   "user:password; run 'docker login' again") from None

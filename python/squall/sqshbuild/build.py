@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,15 +145,22 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
         layers_cache = LayerCache(cache.layer_root)
         rep.stage(f"downloading {len(manifest.layers)} layers")
         rep.download_start(sum(d.size for d in manifest.layers))
-        paths = layers_cache.fetch_all(client, manifest.layers, opts.jobs, rep.download_advance)
-        layers = [Layer(d.digest, path=p) for d, p in zip(manifest.layers, paths, strict=True)]
         sidecar = {
             "reference": src.text, "canonical": src.canonical, "manifest_digest": digest,
             "config_digest": manifest.config.digest,
             "layers": [d.digest for d in manifest.layers],
             "platform": manifest.platform or _platform_of(config, platform),
         }
-        result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
+        # The merge starts on the top layer while the lower ones are still downloading.
+        pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
+        try:
+            futures = layers_cache.submit_all(pool, client, manifest.layers,
+                                              rep.download_advance)
+            layers = [Layer(d.digest, resolve=f.result)
+                      for d, f in zip(manifest.layers, futures, strict=True)]
+            result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         cache.remember(src.canonical, platform, digest)
     finally:
         lock.release()

@@ -54,14 +54,15 @@ class TerminalReporter(Reporter):
         if not force and now - self._last < 0.2:
             return
         self._last = now
-        if self._phase == "download" and self._total:
+        if not self._phase:
+            return
+        line = ""
+        if self._total:
             pct = min(100, self._done * 100 // self._total)
             bar = "#" * (pct // 4)
             line = f"download [{bar:<25}] {pct:3d}% {_human(self._done)}/{_human(self._total)}"
-        elif self._phase == "squash":
-            line = f"squash   {_human(self._squashed)} of files written"
-        else:
-            return
+        if self._phase == "squash":
+            line += f"  squash {_human(self._squashed)} written"
         sys.stderr.write("\r\033[K" + line)
         sys.stderr.flush()
 
@@ -84,9 +85,6 @@ class TerminalReporter(Reporter):
 
     def squash_start(self, layers: int) -> None:
         with self._lock:
-            if self._phase == "download":
-                self._draw(force=True)
-                sys.stderr.write("\n")
             self._phase, self._squashed = "squash", 0
 
     def squash_advance(self, n: int) -> None:

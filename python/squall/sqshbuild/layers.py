@@ -24,7 +24,7 @@ import subprocess
 import time
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import requests
@@ -222,13 +222,18 @@ class LayerCache:
 
     def fetch_all(self, client: RegistryClient, descs: list[Descriptor], jobs: int = 4,
                   progress: Progress | None = None) -> list[Path]:
-        unique = list(dict.fromkeys(descs))
-        if not unique:
-            return []
-        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(unique)))) as pool:
-            paths = dict(zip(unique, pool.map(lambda d: self.fetch(client, d, progress), unique),
-                             strict=True))
-        return [paths[d] for d in descs]
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(descs) or 1))) as pool:
+            return [f.result() for f in self.submit_all(pool, client, descs, progress)]
+
+    def submit_all(self, pool: ThreadPoolExecutor, client: RegistryClient,
+                   descs: list[Descriptor], progress: Progress | None = None
+                   ) -> list[Future[Path]]:
+        """Start every download; the top layer first, since the merge reads it first."""
+        futures: dict[Descriptor, Future[Path]] = {}
+        for d in reversed(descs):
+            if d not in futures:
+                futures[d] = pool.submit(self.fetch, client, d, progress)
+        return [futures[d] for d in descs]
 
 
 def _gunzip(src, out, digest: str) -> None:  # type: ignore[no-untyped-def]

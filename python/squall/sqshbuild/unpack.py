@@ -47,6 +47,7 @@ class Layer:
     digest: str
     open: Callable[[], BinaryIO] | None = None
     path: Path | None = None
+    resolve: Callable[[], Path] | None = None  # blocks until the file is there (downloads)
 
 
 Span = tuple[int, int]  # (fd of an uncompressed layer file, offset of the member's data)
@@ -182,6 +183,8 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Ent
     opaque: set[str] = set()
     here_parents: set[str] = set()
     kept = 0
+    if layer.path is None and layer.resolve is not None:
+        layer.path = layer.resolve()
     if layer.path is not None:
         try:
             stream: BinaryIO = open(layer.path, "rb")
