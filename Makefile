@@ -12,7 +12,7 @@ test-release: core
 	bash docker/build-images.sh $(RELEASE)
 	$(PYTEST) tests/integration/test_release_smoke.py
 
-.PHONY: test-release help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
+.PHONY: test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
 
 help:
 	@echo "make demo          build an image, write the job, run it on two nodes, kill one, watch it resume"
@@ -20,8 +20,12 @@ help:
 	@echo "make cluster-up    start the mini Slurm cluster (RELEASE=trixie|bookworm|sid)"
 	@echo "make cluster-down  stop it and remove every container, network and volume"
 
+# Debian packages and squall itself (editable), when something is missing.
+deps:
+	@bash .ci/install-deps.sh
+
 # The C core compiled into squall._core (cffi), next to the Python sources.
-core:
+core: deps
 	$(PYTHON) setup.py -q build_ext --inplace
 
 plugin:

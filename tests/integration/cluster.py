@@ -77,7 +77,8 @@ class Cluster:
         environment.update(env or {})
         rc, (out, err) = self.container(node).exec_run(
             argv, user=user, workdir=workdir, environment=environment, demux=True)
-        res = Result(rc, (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
+        res = Result(rc, (out or b"").decode(errors="replace"),
+                     (err or b"").decode(errors="replace"))
         if rc == 124:
             raise ClusterError(f"timed out after {timeout}s on {node}: {cmd}\n{res}")
         if check and rc != 0:

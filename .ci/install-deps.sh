@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install what `make demo` and `make test` need on a Debian machine with Docker Engine and
+# docker-compose: Debian packages (.ci/apt-packages.txt) and squall itself, editable, with
+# its test extras. Run as root. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+mapfile -t packages < <(grep -v '^#' .ci/apt-packages.txt | grep -v '^ *$')
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${missing[*]}"
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ! python3 -c 'import squall._core, pytest, docker, ruff' 2>/dev/null; then
+  echo "install-deps: pip install -e .[test]"
+  python3 -m pip install -q -U "setuptools>=70" wheel
+  python3 -m pip install -q --no-build-isolation -e ".[test]"
+fi
