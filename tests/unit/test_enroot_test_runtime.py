@@ -341,6 +341,11 @@ def test_etc_rc_runs_with_the_arguments_and_rc_options_replace_it(env, base_tree
     conf = tmp_path / "c.conf"
     conf.write_text("rc() {\n  echo 'echo \"conf rc: $1\"'\n}\n")
     assert enroot(env, "start", "-c", str(conf), str(img), "x").stdout == "conf rc: x\n"
+    # On a created container the bind target stays as an empty file; it must not become the rc.
+    enroot(env, "create", "-n", "norc", str(img))
+    enroot(env, "start", "--rw", "norc", "sh", "-c", ": > /etc/rc")
+    assert enroot(env, "start", "--rc", str(rcfile), "norc", "a").stdout == "option rc: 1\n"
+    assert enroot(env, "start", "norc", "echo", "plain").stdout == "plain\n"
 
 
 # --- lifetime: the plugin's stop/join/kill pattern ---------------------------------------

@@ -98,7 +98,9 @@ mount_fstab_file() {
 # The --conf functions and the hooks run in a child bash (with set -e of its own).
 run_conf_and_hooks() {
     local hooks=("$ENROOT_SYSCONF_PATH"/hooks.d/*.sh "$ENROOT_CONFIG_PATH"/hooks.d/*.sh) h any=0 rc=0
-    for h in "${hooks[@]}"; do [[ -x $h ]] && any=1; done
+    for h in "${hooks[@]}"; do
+        if [[ -x $h ]]; then any=1; fi
+    done
     [[ -n $opt_conf ]] || ((any)) || return 0
     ENROOT_ROOTFS="$R" ENROOT_PID="$$" ENROOT_ENVIRON="$S/environ" ENROOT_MOUNTS="$S/mounts" \
         "$BASH" "$ENROOT_TEST_LIBEXEC/run-conf.sh" "$opt_conf" "$S" || rc=$?
@@ -133,7 +135,8 @@ append_cli_environ "$S/environ" ${opt_env[@]+"${opt_env[@]}"}
 readonly=1
 if ((opt_rw)) || is_true "$ENROOT_ROOTFS_WRITABLE"; then readonly=0; fi
 
-if [[ -f $R/etc/rc ]]; then
+# -s, not -f: an --rc on a created container leaves an empty /etc/rc behind in it.
+if [[ -s $R/etc/rc ]]; then
     argv=(sh /etc/rc ${opt_cmd[@]+"${opt_cmd[@]}"})
 elif ((${#opt_cmd[@]})); then
     argv=(sh -c 'exec "$@"' sh "${opt_cmd[@]}")
