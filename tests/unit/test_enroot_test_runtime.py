@@ -459,7 +459,9 @@ def test_create_list_start_export_remove_round_trip(env, image, tmp_path):
     assert "already exists" in one_line_error(again)
     enroot(env, "create", "-f", "-n", "c1", str(image))
     assert enroot(env, "list").stdout.split() == ["c1"]
-    assert enroot(env, "start", "c1", "cat", "/etc/os-release").stdout.startswith("ID=squalltest")
+    (tmp_path / "c1").mkdir()   # a directory of the same name in the cwd does not matter
+    r = enroot(env, "start", "c1", "cat", "/etc/os-release", cwd=tmp_path)
+    assert r.stdout.startswith("ID=squalltest")
     enroot(env, "start", "--rw", "c1", "sh", "-c", "echo kept > /etc/persist")
     assert (Path(env["SQUALL_T_BASE"]) / "data/c1/etc/persist").read_text() == "kept\n"
 

@@ -37,12 +37,12 @@ resolve_target() {
         out=$(unsquashfs -s "$t" 2>&1 >/dev/null) ||
             fail "Not a squashfs image: $t (unsquashfs -s rejects it: ${out##*$'\n'}); build images with sqshbuild or mksquashfs"
         export ENROOT_TEST_KIND=image ENROOT_TEST_SOURCE="$t"
+    elif [[ $t != */* && $t != .* && -d $ENROOT_DATA_PATH/$t ]]; then
+        export ENROOT_TEST_KIND=name ENROOT_TEST_SOURCE="$ENROOT_DATA_PATH/$t"
     elif [[ -e $t ]]; then
         fail "Not a regular file: $t (enroot start takes a .sqsh image file or a container name)"
     elif [[ $t == */* || $t == *.sqsh ]]; then
         fail "No such image file: $t (check the path; images are .sqsh files built with sqshbuild)"
-    elif [[ -d $ENROOT_DATA_PATH/$t ]]; then
-        export ENROOT_TEST_KIND=name ENROOT_TEST_SOURCE="$ENROOT_DATA_PATH/$t"
     else
         fail "No such container: $t (not in $ENROOT_DATA_PATH; create it with 'enroot create', or give the path of a .sqsh image)"
     fi
