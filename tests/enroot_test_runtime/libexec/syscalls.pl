@@ -1,7 +1,6 @@
 # squall's Enroot TEST DOUBLE: the few Linux system calls its perl helpers make directly,
 # with the numbers of the two architectures the test nodes run on.
 use strict;
-use warnings;
 
 our %NR = (
     x86_64  => { mount => 165, umount2 => 166, pivot_root => 155, prctl => 157, capset => 126 },
