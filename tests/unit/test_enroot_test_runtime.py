@@ -318,6 +318,15 @@ def test_conf_file_kept_in_the_runtime_dir_stays_readable(env, image):
     assert r.stdout == "yes\n"
 
 
+def test_broken_conf_file_aborts_the_start(env, image, tmp_path):
+    conf = tmp_path / "broken.conf"
+    conf.write_text("environ() {\n  echo A=$UNSET_IN_CONF\n}\n")
+    r = enroot(env, "start", "-c", str(conf), str(image), "true", check=False)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1].startswith(f"[ERROR] The --conf file {conf} failed")
+    wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
+
+
 def test_failing_hook_aborts_the_start_with_its_message(env, image, tmp_path):
     conf = tmp_path / "c.conf"
     conf.write_text("hooks() {\n  echo 'efa-hook: no EFA device on this node' >&2\n  return 4\n}\n")
@@ -514,6 +523,7 @@ def test_not_a_squashfs_is_a_one_line_error(env, tmp_path):
     (["-m", "justonefield", "IMAGE", "true"], "Bad --mount 'justonefield'"),
     (["-m", "/tmp:/../../etc", "IMAGE", "true"], "'..' may not appear"),
     (["-e", "1BAD=x", "IMAGE", "true"], "Bad --env '1BAD=x'"),
+    (["-e", "K=two\nlines", "IMAGE", "true"], "Bad --env 'K': the value holds a newline"),
     (["--bogus", "IMAGE"], "Unknown option for enroot start: '--bogus'"),
     (["--conf", "/nonexistent.conf", "IMAGE"], "Cannot read the --conf file /nonexistent.conf"),
     ([], "needs a container NAME or an IMAGE"),

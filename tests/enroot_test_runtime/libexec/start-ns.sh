@@ -106,7 +106,7 @@ run_conf_and_hooks() {
         "$BASH" "$ENROOT_TEST_LIBEXEC/run-conf.sh" "$opt_conf" "$S" || rc=$?
     ((rc == 0)) && return 0
     ((rc == 3)) && exit 1   # a hook failed and said so
-    fail "The --conf file $opt_conf failed (exit code $rc) while listing its environ/mounts/rc: see the lines above"
+    fail "The --conf file $opt_conf failed (exit code $rc) outside its hooks (sourcing it, or in environ/mounts/rc): see the lines above"
 }
 
 mount_rootfs

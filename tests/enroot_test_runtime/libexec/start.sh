@@ -59,6 +59,7 @@ start_main() {
     fi
     for e in ${opt_env[@]+"${opt_env[@]}"}; do
         [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*(=|$) ]] || fail "Bad --env '$e': use KEY or KEY=VALUE with KEY made of letters, digits and _"
+        [[ $e != *$'\n'* ]] || fail "Bad --env '${e%%=*}': the value holds a newline, which the container environment cannot carry"
     done
     for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do
         [[ $m == ?*:?* ]] || fail "Bad --mount '$m': use SRC:DST[:TYPE[:OPTS]], e.g. /data:/data:none:ro"
