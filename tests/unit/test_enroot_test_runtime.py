@@ -611,6 +611,9 @@ echo "OVERLAY=$(echo "$ROOTMNT" | grep -o ' - [a-z.-]*')"
 for i in $(seq 100); do grep -q '^State:.*T (stopped)' /proc/$pid/status && break; sleep 0.05; done
 echo "STOPPED=$(grep -c '^State:.*T' /proc/$pid/status)"
 echo "DAEMONS_WHILE_STOPPED=$(pgrep -u 1000 -c squashfuse || true)"
+# The plugin's join, as the job user: user namespace first, then the mount namespace.
+echo "JOINED=$("${AS_U[@]}" nsenter -t $pid -U -m --preserve-credentials cat /etc/os-release \
+  | head -n1) $("${AS_U[@]}" cat /proc/$pid/environ | tr '\0' '\n' | grep -c '^PATH=')"
 kill -KILL $pid; wait $pid || true
 for i in $(seq 100); do pgrep -u 1000 squashfuse >/dev/null || break; sleep 0.05; done
 echo "DAEMONS_AFTER=$(pgrep -u 1000 -c squashfuse || true)"
@@ -651,6 +654,7 @@ def test_unprivileged_user_in_docker(image):
     assert got["ROOTCAPS"] != "CapEff:0000000000000000"
     assert got["OVERLAY"] == " - overlay"             # kernel overlayfs works unprivileged
     assert got["STOPPED"] == "1" and got["DAEMONS_WHILE_STOPPED"] == "1", r.stdout
+    assert got["JOINED"] == "ID=squalltest 1", r.stdout
     assert got["DAEMONS_AFTER"] == "0" and got["MOUNTS_AFTER"] == "0", r.stdout
     assert got["RUNTIME_LEFT"].split() == ["/tmp/rt-u:", ".scratch", "/tmp/rt-u/.scratch:"]
     assert got["NOFUSE"].startswith("[ERROR] /dev/fuse is not usable by uid 1000")
