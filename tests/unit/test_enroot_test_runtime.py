@@ -564,10 +564,17 @@ def test_install_sh_installs_a_working_runtime(image, tmp_path):
     e["ENROOT_SYSCONF_PATH"] = str(sysconf)
     link = tmp_path / "enroot-link"   # e.g. /usr/local/bin/enroot -> the installed one
     link.symlink_to(prefix / "bin/enroot")
-    r = subprocess.run([str(link), "start", str(image), "cat", "/etc/os-release"], env=e,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith("ID=squalltest"), r.stderr
-    assert Path(f"/tmp/enroot-runtime-{os.geteuid()}").is_dir()  # from the installed enroot.conf
+    runtime = Path(f"/tmp/enroot-runtime-{os.geteuid()}")   # from the installed enroot.conf
+    existed = runtime.exists()
+    try:
+        r = subprocess.run([str(link), "start", str(image), "cat", "/etc/os-release"], env=e,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith("ID=squalltest"), r.stderr
+        assert_runtime_dir_clean(runtime)
+        assert runtime.is_dir()
+    finally:
+        if not existed:
+            shutil.rmtree(runtime, ignore_errors=True)
 
 
 # --- speed -------------------------------------------------------------------------------
