@@ -546,6 +546,36 @@ def test_import_needs_sqshbuild_and_a_docker_uri(env, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_import_from_the_docker_daemon_through_sqshbuild(env, base_tree, tmp_path):
+    """dockerd:// goes through the real sqshbuild; the image is a tiny `docker import`."""
+    if shutil.which("docker") is None or subprocess.run(
+            ["docker", "info"], capture_output=True).returncode != 0:
+        _missing("docker is not available for the import test")
+    if shutil.which("sqshbuild") is None:
+        _missing("sqshbuild is not installed (pip install -e .)")
+    tag = f"squall-rt-test-img:{uuid.uuid4().hex[:8]}"
+    tar = subprocess.run(["tar", "-C", str(base_tree), "-c", "."], capture_output=True,
+                         check=True).stdout
+    subprocess.run(["docker", "import", "-", tag], input=tar, check=True, capture_output=True)
+    out_dir = tmp_path / "imported"
+    out_dir.mkdir()
+    e = dict(env, ENROOT_CACHE_PATH=str(tmp_path / "cache"))
+    try:
+        r = enroot(e, "import", f"dockerd://{tag}", cwd=out_dir, timeout=300)
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    name = tag.replace(":", "+") + ".sqsh"
+    assert r.stdout.strip() == name
+    assert [p.name for p in out_dir.iterdir()] == [name]      # no temporary, no sidecar
+    sb = subprocess.run(["unsquashfs", "-s", str(out_dir / name)], capture_output=True,
+                        text=True).stdout
+    assert "Compression lzo" in sb and "Data is uncompressed" in sb   # Enroot's format
+    started = enroot(e, "start", str(out_dir / name), "cat", "/etc/os-release")
+    assert started.stdout.startswith("ID=squalltest")
+    again = enroot(e, "import", f"dockerd://{tag}", check=False, cwd=out_dir)
+    assert "already exists" in one_line_error(again)
+
+
 def test_other_commands_reject_bad_input(env):
     assert "Unknown command" in one_line_error(enroot(env, "frobnicate", check=False))
     assert "Unsupported URI scheme" in one_line_error(

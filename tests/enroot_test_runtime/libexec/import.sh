@@ -1,10 +1,10 @@
 # shellcheck shell=bash
-# `enroot import` in the test double: docker:// references go through squall's own
-# `sqshbuild build` (which writes images the way Enroot's importer does); the result is
-# copied to the output file through a temporary name, never left half-written.
+# `enroot import` in the test double: docker:// and dockerd:// references go through
+# squall's own `sqshbuild build --enroot-compat` (Enroot's -comp lzo -noD format), written
+# to a temporary name next to the output and renamed: never a half-written image.
 
 import_main() {
-    local out_file="" uri ref name tmp out path
+    local out_file="" uri ref name tmp out
     while (($#)); do
         case "$1" in
             -o | --output) (($# >= 2)) || fail "Option $1 needs a value"; out_file="$2"; shift ;;
@@ -18,9 +18,9 @@ import_main() {
     uri="$1"
     case "$uri" in
         docker://?*) ref="${uri#docker://}" ;;
-        dockerd://* | podman://*)
-            fail "Unsupported URI scheme in '$uri': the squall test double imports docker:// references only" ;;
-        *) fail "Bad URI '$uri': use docker://[USER@][REGISTRY#]IMAGE[:TAG]" ;;
+        dockerd://?*) ref="${uri#dockerd://}" ;;
+        podman://*) fail "Unsupported URI scheme in '$uri': the squall test double imports docker:// and dockerd:// only" ;;
+        *) fail "Bad URI '$uri': use docker://[USER@][REGISTRY#]IMAGE[:TAG] or dockerd://IMAGE[:TAG]" ;;
     esac
     command -v sqshbuild >/dev/null ||
         fail "Cannot import $uri: sqshbuild is not installed (pip install squall), and this test double has no importer of its own"
@@ -30,20 +30,17 @@ import_main() {
         out_file="$name.sqsh"
     fi
     [[ ! -e $out_file ]] || fail "File already exists: $out_file (remove it or choose another with -o)"
-    out=$(sqshbuild build --quiet --cache-dir "$ENROOT_CACHE_PATH/sqshbuild" "$uri" 2>&1 >"$ENROOT_TEMP_PATH/.import.$$") || {
-        rm -f -- "$ENROOT_TEMP_PATH/.import.$$"
-        fail "sqshbuild could not import $uri: ${out##*$'\n'}"
-    }
-    path=$(tail -n1 -- "$ENROOT_TEMP_PATH/.import.$$")
-    rm -f -- "$ENROOT_TEMP_PATH/.import.$$"
-    [[ -f $path ]] || fail "sqshbuild reported '$path' for $uri, which is not a file"
     tmp="${out_file%/*}"
     [[ $tmp != "$out_file" ]] || tmp=.
     tmp="$tmp/.${out_file##*/}.tmp.$$"
-    trap 'rm -f -- "$tmp"' EXIT
+    # sqshbuild also writes a JSON sidecar beside -o; Enroot's import leaves only the image.
+    trap 'rm -f -- "$tmp" "$tmp.json" "${tmp%.*}.json"' EXIT
     trap 'exit 1' INT TERM HUP
-    cp -- "$path" "$tmp" || fail "Cannot write $out_file"
+    out=$(sqshbuild build --quiet --enroot-compat --cache-dir "$ENROOT_CACHE_PATH/sqshbuild" \
+        -o "$tmp" "$uri" 2>&1 >/dev/null) || fail "sqshbuild could not import $uri: ${out##*$'\n'}"
+    [[ -f $tmp ]] || fail "sqshbuild reported success for $uri but wrote no image"
     mv -T -- "$tmp" "$out_file" || fail "Cannot rename $tmp to $out_file"
+    rm -f -- "$tmp.json" "${tmp%.*}.json"
     trap - EXIT INT TERM HUP
     printf '%s\n' "$out_file"
 }
