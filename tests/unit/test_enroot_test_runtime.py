@@ -217,6 +217,32 @@ def test_mount_bind_rw_ro_and_tmpfs(env, image, tmp_path):
     assert (rw / "new").read_text() == "new\n" and not (ro / "x").exists()
 
 
+def test_binds_from_mounts_with_locked_flags(env, image, tmp_path):
+    """In the user namespace the host's mount flags are locked: a ro bind from a noexec,
+    noatime tmpfs must keep them (util-linux 2.38's mount(8) fails there)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,nosuid,nodev,noatime", "locked",
+                    str(locked)], check=True)
+    try:
+        (locked / "d").mkdir()
+        (locked / "d/f").write_text("data\n")
+        r = enroot(env, "start", "-m", f"{locked}/d:/d:none:ro,rprivate", str(image), "sh", "-c",
+                   "cat /d/f; touch /d/x 2>/dev/null || echo RO; grep ' /d ' /proc/self/mountinfo")
+        lines = r.stdout.splitlines()
+        assert lines[:2] == ["data", "RO"]
+        assert lines[2].split()[5] == "ro,nosuid,nodev,noexec,noatime"
+        bad = enroot(env, "start", "-m", f"{locked}/d:/d:none:ro,bogus", str(image), "true",
+                     check=False)
+        assert "unsupported option 'bogus'" in one_line_error(bad)
+        e = dict(env, ENROOT_DATA_PATH=str(locked / "data"))
+        enroot(e, "create", "-n", "onnoexec", str(image))
+        line = one_line_error(enroot(e, "start", "onnoexec", "true", check=False))
+        assert "is on a noexec mount" in line
+    finally:
+        subprocess.run(["umount", "-l", str(locked)], check=True)
+
+
 def test_root_is_read_only_unless_rw(env, image):
     touch = ["sh", "-c", "touch /newfile 2>/dev/null && echo WROTE || echo READONLY"]
     assert enroot(env, "start", str(image), *touch).stdout.strip() == "READONLY"

@@ -22,7 +22,7 @@ mount_fstab_line() {
 # mount_entry ROOTFS SRC DST TYPE OPTS ORIGIN
 mount_entry() {
     local rootfs="$1" src="$2" dst="$3" type="$4" opts="$5" origin="$6"
-    local create="" detach=0 move=0 bind=0 kept=() given=() opt out
+    local create="" detach=0 move=0 bind=0 rec=0 kept=() given=() opt out
     IFS=, read -ra given <<<"$opts"
     for opt in ${given[@]+"${given[@]}"}; do
         case "$opt" in
@@ -31,7 +31,8 @@ mount_entry() {
             x-detach) detach=1 ;;
             x-move) move=1 ;;
             x-*) ;;
-            bind | rbind) bind=1; kept+=("$opt") ;;
+            bind) bind=1 ;;
+            rbind) bind=1 rec=1 ;;
             defaults | "") ;;
             *) kept+=("$opt") ;;
         esac
@@ -62,6 +63,11 @@ mount_entry() {
     [[ -e $tgt ]] || fail "Mount target $dst does not exist in the container ($origin): add x-create=dir or x-create=file"
     if ((move)); then
         out=$(mount --move -- "$src" "$tgt" 2>&1) || fail "Cannot move mount $src to $dst ($origin): ${out##*$'\n'}"
+    elif ((bind)); then
+        # mount.pl, not mount(8): util-linux 2.38 cannot remount a bind whose host flags are
+        # locked in the user namespace (a ro bind from a noexec /tmp, say).
+        out=$(perl "$ENROOT_TEST_LIBEXEC/mounts.pl" "$HOSTTYPE" bind "$src" "$tgt" "$rec" "${opts:--}" 2>&1) ||
+            fail "Cannot mount $src on $dst ($origin): ${out#\[ERROR\] }"
     elif [[ -n $opts ]]; then
         out=$(mount -t "$type" -o "$opts" -- "$src" "$tgt" 2>&1) ||
             fail "Cannot mount $src on $dst (type $type, options $opts; $origin): ${out##*$'\n'}"

@@ -8,12 +8,44 @@
 #   mkdir DIR                       create DIR unless it exists
 #   overlay LOWER UPPER WORK DIR    kernel overlayfs, nosuid,nodev (exit 2 if refused)
 #   rbind SRC DIR                   recursive bind mount, creating DIR if missing
+#   bind SRC DIR REC OPTS           bind mount (recursive if REC is 1) on an existing DIR,
+#                                   then OPTS: per-mount flags (ro nosuid nodev noexec
+#                                   noatime nodiratime relatime strictatime; rw suid dev exec
+#                                   are no-ops) and propagation ([r]private [r]slave
+#                                   [r]shared [r]unbindable); "-" for none. Flags the host
+#                                   locked are kept, so this works where mount(8) 2.38 fails.
 use strict;   # (no "use warnings": loading it costs ~2 ms on every start)
 our %MS;
 require((__FILE__ =~ s{[^/]*$}{}r || './') . 'syscalls.pl');
 
 my $nr = syscalls_for(shift @ARGV);
-my %ARITY = (tmpfs => 1, mkdir => 1, overlay => 4, rbind => 2);
+my %ARITY = (tmpfs => 1, mkdir => 1, overlay => 4, rbind => 2, bind => 4);
+my %FLAG = (ro => 'RDONLY', nosuid => 'NOSUID', nodev => 'NODEV', noexec => 'NOEXEC',
+            noatime => 'NOATIME', nodiratime => 'NODIRATIME', relatime => 'RELATIME',
+            strictatime => 'STRICTATIME', rw => '', suid => '', dev => '', exec => '');
+my %PROPAGATION = (private => 'PRIVATE', slave => 'SLAVE', shared => 'SHARED',
+                   unbindable => 'UNBINDABLE');
+
+sub bind_mount {
+    my ($src, $dst, $rec, $opts) = @_;
+    my ($flags, @prop) = (0);
+    for my $o (split /,/, $opts eq '-' ? '' : $opts) {
+        if (exists $FLAG{$o}) {
+            $flags |= $MS{$FLAG{$o}} if $FLAG{$o};
+        } elsif ($o =~ /^(r?)(private|slave|shared|unbindable)$/) {
+            push @prop, $MS{$PROPAGATION{$2}} | ($1 ? $MS{REC} : 0);
+        } else {
+            fail("unsupported option '$o' for a bind mount of $src: use ro, nosuid, nodev, noexec, "
+                 . "noatime, relatime or a propagation such as rprivate");
+        }
+    }
+    sys_mount($nr, $src, $dst, undef, $MS{BIND} | ($rec ? $MS{REC} : 0), undef)
+        or fail("cannot bind $src on $dst: $!");
+    !$flags or remount_bind($nr, $dst, $flags) or fail("cannot set '$opts' on the bind of $src: $!");
+    for my $p (@prop) {
+        sys_mount($nr, undef, $dst, undef, $p, undef) or fail("cannot set the propagation of $dst: $!");
+    }
+}
 
 while (@ARGV) {
     my $op = shift @ARGV;
@@ -28,6 +60,8 @@ while (@ARGV) {
     } elsif ($op eq 'overlay') {
         my $data = "lowerdir=$a[0],upperdir=$a[1],workdir=$a[2],userxattr";
         sys_mount($nr, 'overlay', $a[3], 'overlay', $MS{NOSUID} | $MS{NODEV}, $data) or exit 2;
+    } elsif ($op eq 'bind') {
+        bind_mount(@a);
     } elsif ($op eq 'rbind') {
         -d $a[1] or mkdir($a[1]) or fail("cannot create mount point $a[1]: $!");
         sys_mount($nr, $a[0], $a[1], undef, $MS{BIND} | $MS{REC}, undef)

@@ -53,13 +53,10 @@ sys_mounts() {
 # The image under an overlay whose upper layer is in the tmpfs (writes vanish at exit),
 # or the created container's directory, bound nosuid,nodev. Then /proc, /sys and /dev.
 mount_rootfs() {
-    local out rc=0 host_dirs=(rbind /proc "$R/proc" rbind /sys "$R/sys")
+    local rc=0 host_dirs=(rbind /proc "$R/proc" rbind /sys "$R/sys")
     is_true "$ENROOT_RESTRICT_DEV" || host_dirs+=(rbind /dev "$R/dev")
     if [[ $ENROOT_TEST_KIND == name ]]; then
-        sys_mounts tmpfs "$S" mkdir "$R"
-        out=$(mount --bind -o nosuid,nodev -- "$ENROOT_TEST_SOURCE" "$R" 2>&1) ||
-            fail "Cannot mount container $ENROOT_TEST_SOURCE: ${out##*$'\n'}"
-        sys_mounts "${host_dirs[@]}"
+        sys_mounts tmpfs "$S" mkdir "$R" bind "$ENROOT_TEST_SOURCE" "$R" 0 nosuid,nodev "${host_dirs[@]}"
         return 0
     fi
     sys_mounts tmpfs "$S" mkdir "$R" mkdir "$S/lower" mkdir "$S/upper" mkdir "$S/work"

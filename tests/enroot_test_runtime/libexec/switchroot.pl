@@ -32,7 +32,7 @@ my $last_cap = 40;
 if (open(my $cf, '<', '/proc/sys/kernel/cap_last_cap')) { $last_cap = int(<$cf> // 40); close $cf; }
 
 if ($readonly) {
-    sys_mount($nr, undef, $rootfs, undef, $MS{REMOUNT} | $MS{BIND} | $MS{RDONLY} | $MS{NOSUID} | $MS{NODEV}, undef)
+    remount_bind($nr, $rootfs, $MS{RDONLY} | $MS{NOSUID} | $MS{NODEV})
         or fail("cannot make the root filesystem read-only: $!");
 }
 chdir($rootfs) or fail("cannot enter the root filesystem $rootfs: $!");
@@ -42,6 +42,9 @@ my ($new, $old) = ('.', '.');   # syscall() wants writable scalars
 syscall($nr->{pivot_root}, $new, $old) == 0 or fail("pivot_root into $rootfs failed: $!");
 syscall($nr->{umount2}, $old, 2) == 0 or fail("cannot detach the host root filesystem: $!");  # MNT_DETACH
 chdir('/') or fail("chdir / in the container failed: $!");
+my $root_flags = mount_flags($nr, '/') // 0;
+!($root_flags & $MS{NOEXEC}) or fail("the container's root filesystem $rootfs is on a noexec mount: "
+    . "keep ENROOT_DATA_PATH on a filesystem that allows executables");
 
 if (!$keepcaps) {
     for my $cap (0 .. $last_cap) { syscall($nr->{prctl}, 24, $cap, 0, 0, 0); }   # PR_CAPBSET_DROP
