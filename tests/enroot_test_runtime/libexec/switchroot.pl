@@ -43,7 +43,8 @@ syscall($nr->{pivot_root}, $new, $old) == 0 or fail("pivot_root into $rootfs fai
 syscall($nr->{umount2}, $old, 2) == 0 or fail("cannot detach the host root filesystem: $!");  # MNT_DETACH
 chdir('/') or fail("chdir / in the container failed: $!");
 my $root_flags = mount_flags($nr, '/') // 0;
-!($root_flags & $MS{NOEXEC}) or fail("the container's root filesystem $rootfs is on a noexec mount: "
+my $source = $ENV{ENROOT_TEST_SOURCE} // $rootfs;
+!($root_flags & $MS{NOEXEC}) or fail("the container's root filesystem $source is on a noexec mount: "
     . "keep ENROOT_DATA_PATH on a filesystem that allows executables");
 
 if (!$keepcaps) {
