@@ -56,9 +56,22 @@ void sq_cred_free(struct sq_cred *c)
 	c->ngroups = 0;
 }
 
+/* Move fd to 3 or above: when slurmstepd runs with 0, 1 or 2 closed (job scripts), a
+ * new descriptor could be one of them and the child's dup2 calls would clobber it. */
+static int above_stdio(int fd)
+{
+	int moved;
+
+	if (fd < 0 || fd > 2)
+		return fd;
+	moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	close(fd);
+	return moved;
+}
+
 static int capture_fd(const char *name)
 {
-	return memfd_create(name, MFD_CLOEXEC);
+	return above_stdio(memfd_create(name, MFD_CLOEXEC));
 }
 
 /* In the child: report on fd 2 (the stderr memfd) and exit. */
@@ -118,7 +131,7 @@ int sq_spawn(const char *path, char *const argv[], char *const envp[],
 	child->pid = -1;
 	child->out_fd = capture_fd("squall-stdout");
 	child->err_fd = capture_fd("squall-stderr");
-	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	devnull = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
 	if (child->out_fd < 0 || child->err_fd < 0 || devnull < 0) {
 		snprintf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
 		if (devnull >= 0)

@@ -554,13 +554,22 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	uint32_t jobid;
 	uid_t uid;
 
-	(void)ac;
-	(void)av;
-	if (!cfg_ready || cfg.container_scope != SQ_SCOPE_JOB)
+	/* Slurm does not call slurm_spank_init before the job epilog: read the
+	 * plugstack arguments here. */
+	if (!cfg_ready) {
+		if (sq_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
+			slurm_error("squall: %s", err);
+			return -1;
+		}
+		cfg_ready = 1;
+	}
+	if (cfg.container_scope != SQ_SCOPE_JOB)
 		return 0;
 	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS)
+	    spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
+		slurm_error("squall: job epilog: no job id or user id from Slurm");
 		return 0;
+	}
 	snprintf(marker, sizeof(marker), "%s/%u/job%u.names", cfg.runtime_path, (unsigned)uid,
 		 (unsigned)jobid);
 	if (access(marker, F_OK) < 0)
