@@ -30,7 +30,7 @@ start_fuse() {
     local mnt="$1" log="$2" dirfd pid tries=0 msg stat
     shift 2
     exec {dirfd}<"$mnt"
-    setpriv --pdeathsig KILL -- setsid -- "$@" </dev/null >"$log" 2>&1 &
+    setpriv --pdeathsig KILL -- setsid -- "$@" </dev/null >"$log" 2>&1 {dirfd}<&- {sleep_fd}<&- &
     pid=$!
     while [[ /proc/self/fd/$dirfd -ef $mnt ]]; do
         stat=""
