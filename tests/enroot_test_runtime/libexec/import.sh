@@ -37,7 +37,7 @@ import_main() {
     trap 'rm -f -- "$tmp" "$tmp.json" "${tmp%.*}.json"' EXIT
     trap 'exit 1' INT TERM HUP
     out=$(sqshbuild build --quiet --enroot-compat --cache-dir "$ENROOT_CACHE_PATH/sqshbuild" \
-        -o "$tmp" "$uri" 2>&1 >/dev/null) || fail "sqshbuild could not import $uri: ${out##*$'\n'}"
+        --work-dir "$ENROOT_TEMP_PATH" -o "$tmp" "$uri" 2>&1 >/dev/null) || fail "sqshbuild could not import $uri: ${out##*$'\n'}"
     [[ -f $tmp ]] || fail "sqshbuild reported success for $uri but wrote no image"
     mv -T -- "$tmp" "$out_file" || fail "Cannot rename $tmp to $out_file"
     rm -f -- "$tmp.json" "${tmp%.*}.json"
