@@ -23,6 +23,13 @@ static int on_option(int val, const char *optarg, int remote)
 	char err[512];
 
 	ensure_init();
+	/* slurmstepd passes "" for flags without an argument (from the
+	 * SLURM_SPANK__SLURM_SPANK_OPTION_* variables): the flag was given, nothing more. */
+	for (size_t i = 0; i < sq_opt_flag_count(); i++) {
+		const struct sq_flag *f = sq_opt_flag(i);
+		if (f->id == val && !f->has_arg)
+			optarg = NULL;
+	}
 	if (sq_opt_set(&sq_args, val, optarg, SQ_SRC_CLI, err, sizeof(err)) == 0)
 		return 0;
 	if (args_err[0] == '\0')

@@ -246,8 +246,9 @@ static char *efa_user_set(char *const job_env[])
 }
 
 /* Fill the conf file's parts: EFA environment and hook, mounts, rc. */
-static int build_conf(char *const job_env[], const char *cwd, struct sq_conf_spec *spec,
-		      char ***env_lines, char ***mount_lines, char ***hook_argv)
+static int build_conf(char *const job_env[], const char *cwd, const char *batch_script,
+		      struct sq_conf_spec *spec, char ***env_lines, char ***mount_lines,
+		      char ***hook_argv)
 {
 	struct sq_efa_roots roots = { cfg.efa_sysfs_root, cfg.efa_dev_root, cfg.efa_opt_root };
 	struct sq_efa_request req;
@@ -257,6 +258,21 @@ static int build_conf(char *const job_env[], const char *cwd, struct sq_conf_spe
 	char err[1024], *user_set;
 	size_t ne = 0, nm = 0;
 
+	if (batch_script != NULL) {
+		/* The batch script lives in slurmd's spool directory on the host: bind it
+		 * read-only at the same path so Slurm can exec it inside the container. */
+		char spec[PATH_MAX * 2 + 8];
+		snprintf(spec, sizeof(spec), "%s:%s:ro", batch_script, batch_script);
+		if (sq_mounts_parse(spec, NULL, &mounts, err, sizeof(err)) < 0) {
+			char msg[1200];
+			snprintf(msg, sizeof(msg), "cannot bind the batch script: %s", err);
+			fail(msg);
+			return -1;
+		}
+		for (size_t i = 0; i < mounts.count; i++)
+			sq_line_append(mount_lines, &nm, mounts.items[i].fstab);
+		sq_mounts_free(&mounts);
+	}
 	if (sq_args.mounts != NULL) {
 		if (sq_mounts_parse(sq_args.mounts, cwd, &mounts, err, sizeof(err)) < 0 ||
 		    sq_mounts_check_sources(&mounts, err, sizeof(err)) < 0) {
@@ -327,6 +343,7 @@ static void user_init_steps(spank_t sp)
 	struct sq_start_request req;
 	struct sq_runtime rt;
 	char **job_env = NULL, **env_lines = NULL, **mount_lines = NULL, **hook_argv = NULL;
+	const char *batch_script = NULL;
 	char err[8192], cwd[PATH_MAX], scope[32];
 	int want_save, r;
 
@@ -364,7 +381,15 @@ static void user_init_steps(spank_t sp)
 	sq_phase_end("resolve image");
 
 	/* 2. the conf file */
-	if (build_conf(job_env, cwd, &spec, &env_lines, &mount_lines, &hook_argv) < 0)
+	if (st.stepid == SQ_STEP_BATCH) {
+		int argc = 0;
+		char **argv = NULL;
+		if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
+		    argv[0] != NULL && argv[0][0] == '/')
+			batch_script = argv[0];
+	}
+	if (build_conf(job_env, cwd, batch_script, &spec, &env_lines, &mount_lines,
+		       &hook_argv) < 0)
 		goto out;
 	snprintf(st.conf_path, sizeof(st.conf_path), "%s/step-%u.%u.conf", st.runtime_dir,
 		 (unsigned)st.jobid, (unsigned)st.stepid);

@@ -46,8 +46,12 @@ def test_four_tasks_on_one_node_share_one_container(cluster: Cluster, image: str
 
 def test_sbatch_script_runs_inside_the_container(cluster: Cluster, image: str) -> None:
     out = f"/fsx/home/squall/jobs/plugin-sbatch-{time.time_ns()}.out"
+    # --container-remap-root: the plugin binds the batch script at its spool path, and
+    # the Enroot test double creates that mount target as the user (real Enroot does it as
+    # root of its user namespace), which this root-owned image refuses otherwise.
     script = ("#!/bin/sh\n"
               f"#SBATCH --container-image={image}\n"
+              "#SBATCH --container-remap-root\n"
               f"#SBATCH -o {out}\n"
               "grep ^ID= /etc/os-release\n"
               "echo var=$SQUALL_IMAGE_VAR\n")
@@ -103,8 +107,9 @@ def test_image_from_environment_variables_and_command_line_wins(cluster: Cluster
 
 
 def test_writable_versus_read_only_root(cluster: Cluster, image: str) -> None:
-    img = f"--container-image={image}"
-    probe = "touch /tmp/probe 2>&1 && echo wrote || echo refused"
+    # As root inside (remapped), so that only the root filesystem's mode decides.
+    img = f"--container-image={image} --container-remap-root"
+    probe = "touch /etc/probe 2>&1 && echo wrote || echo refused"
     assert srun(cluster, f"-N1 {img} --container-writable", probe).out.endswith("wrote\n")
     ro = srun(cluster, f"-N1 {img} --container-readonly", probe).out
     assert ro.endswith("refused\n") and "Read-only file system" in ro, ro
@@ -112,21 +117,38 @@ def test_writable_versus_read_only_root(cluster: Cluster, image: str) -> None:
 
 def test_named_container_reused_then_refused_or_refreshed_after_image_change(
         cluster: Cluster) -> None:
+    # container_scope=job (the default): names live for one job, so every step runs in
+    # one allocation; the job epilog removes the containers.
     tag = time.time_ns()
     path = f"/fsx/home/squall/images/named-{tag}.sqsh"
     build_image(cluster, path, f"named-a-{tag}", rebuild=True)
+    alloc = cluster.run("salloc -N1 -w node3 --no-shell 2>&1")
+    jobid = alloc.out.split("Granted job allocation ")[1].split()[0]
     name = f"n{tag}"
-    args = f"-N1 -w node1 --container-image={path} --container-writable --container-name={name}"
-    srun(cluster, args, "echo kept > /etc/marker")
-    second = srun(cluster, args, "cat /etc/marker; grep ^ID= /etc/os-release")
-    assert second.out == f"kept\nID=named-a-{tag}\n", second
+    args = (f"--jobid={jobid} -N1 --container-image={path} --container-writable "
+            f"--container-name={name}")
+    try:
+        srun(cluster, args, "echo kept > /etc/marker")
+        second = srun(cluster, args, "cat /etc/marker; grep ^ID= /etc/os-release")
+        assert second.out == f"kept\nID=named-a-{tag}\n", second
 
-    build_image(cluster, path, f"named-b-{tag}", rebuild=True)
-    refused = srun(cluster, args, "true", check=False)
-    assert refused.rc != 0
-    assert f"--container-name={name}: the container was made from a different image" in refused.err
-    fresh = srun(cluster, args.replace(f"={name}", f"={name}:create"),
-                 "cat /etc/marker 2>/dev/null || echo no-marker; grep ^ID= /etc/os-release")
-    assert fresh.out == f"no-marker\nID=named-b-{tag}\n", fresh
-    again = srun(cluster, args, "grep ^ID= /etc/os-release")
-    assert again.out == f"ID=named-b-{tag}\n", again
+        build_image(cluster, path, f"named-b-{tag}", rebuild=True)
+        refused = srun(cluster, args, "true", check=False)
+        assert refused.rc != 0
+        assert (f"--container-name={name}: the container was made from a different image"
+                in refused.err), refused
+        fresh = srun(cluster, args.replace(f"={name}", f"={name}:create"),
+                     "cat /etc/marker 2>/dev/null || echo no-marker; grep ^ID= /etc/os-release")
+        assert fresh.out == f"no-marker\nID=named-b-{tag}\n", fresh
+        again = srun(cluster, args, "grep ^ID= /etc/os-release")
+        assert again.out == f"ID=named-b-{tag}\n", again
+    finally:
+        cluster.run(f"scancel {jobid}")
+    cluster.wait_job(jobid, {"CANCELLED", "COMPLETED"}, timeout=60)
+    listed = ""
+    for _ in range(40):  # the epilog runs after the job ends
+        listed = cluster.run("/opt/enroot-test-runtime/bin/enroot list", node="node3").out
+        if name not in listed:
+            break
+        time.sleep(0.5)
+    assert name not in listed, f"the job epilog left the named container: {listed}"
