@@ -243,6 +243,20 @@ def test_binds_from_mounts_with_locked_flags(env, image, tmp_path):
         subprocess.run(["umount", "-l", str(locked)], check=True)
 
 
+def test_every_bind_flag_the_plugin_core_accepts(env, image, tmp_path):
+    """spank/core/mounts.c passes these through to fstab lines: all must be understood."""
+    src = tmp_path / "src"
+    src.mkdir()
+    flags = ("ro,rw,private,rprivate,slave,rslave,shared,rshared,unbindable,runbindable,nosuid,"
+             "suid,nodev,dev,noexec,exec,noatime,atime,nodiratime,diratime,relatime,norelatime,"
+             "strictatime,nostrictatime").split(",")
+    for flag in flags:
+        conf = tmp_path / f"{flag}.conf"
+        conf.write_text(f"mounts() {{\n  echo '{src} /m none x-create=auto,rbind,{flag}'\n}}\n")
+        r = enroot(env, "start", "-c", str(conf), str(image), "ls", "-d", "/m", check=False)
+        assert r.returncode == 0 and r.stdout == "/m\n", (flag, r.stderr)
+
+
 def test_root_is_read_only_unless_rw(env, image):
     touch = ["sh", "-c", "touch /newfile 2>/dev/null && echo WROTE || echo READONLY"]
     assert enroot(env, "start", str(image), *touch).stdout.strip() == "READONLY"

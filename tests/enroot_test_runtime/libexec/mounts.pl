@@ -11,7 +11,8 @@
 #   bind SRC DIR REC OPTS           bind mount (recursive if REC is 1) on an existing DIR,
 #                                   then OPTS: per-mount flags (ro nosuid nodev noexec
 #                                   noatime nodiratime relatime strictatime; rw suid dev exec
-#                                   are no-ops) and propagation ([r]private [r]slave
+#                                   atime diratime norelatime nostrictatime are no-ops, as a
+#                                   bind keeps its source's flags) and propagation ([r]private [r]slave
 #                                   [r]shared [r]unbindable); "-" for none. Flags the host
 #                                   locked are kept, so this works where mount(8) 2.38 fails.
 use strict;   # (no "use warnings": loading it costs ~2 ms on every start)
@@ -22,7 +23,8 @@ my $nr = syscalls_for(shift @ARGV);
 my %ARITY = (tmpfs => 1, mkdir => 1, overlay => 4, rbind => 2, bind => 4);
 my %FLAG = (ro => 'RDONLY', nosuid => 'NOSUID', nodev => 'NODEV', noexec => 'NOEXEC',
             noatime => 'NOATIME', nodiratime => 'NODIRATIME', relatime => 'RELATIME',
-            strictatime => 'STRICTATIME', rw => '', suid => '', dev => '', exec => '');
+            strictatime => 'STRICTATIME', rw => '', suid => '', dev => '', exec => '',
+            atime => '', diratime => '', norelatime => '', nostrictatime => '');
 my %PROPAGATION = (private => 'PRIVATE', slave => 'SLAVE', shared => 'SHARED',
                    unbindable => 'UNBINDABLE');
 

@@ -47,11 +47,19 @@ sub mount_flags {
     return $ms;
 }
 
-# remount_bind(NR, PATH, FLAGS): add FLAGS (MS_* bits) to the bind mount at PATH.
+# remount_bind(NR, PATH, FLAGS): add FLAGS (MS_* bits) to the bind mount at PATH. An atime
+# flag in FLAGS replaces the current one, unless the kernel refuses (the host locked it in
+# the user namespace): then the current one stays, as atime is only a performance hint.
 sub remount_bind {
     my ($nr, $path, $flags) = @_;
     my $cur = mount_flags($nr, $path) // return 0;
-    return sys_mount($nr, undef, $path, undef, $MS{REMOUNT} | $MS{BIND} | $cur | $flags, undef);
+    my $atime = $MS{NOATIME} | $MS{NODIRATIME} | $MS{RELATIME} | $MS{STRICTATIME};
+    my $base = $MS{REMOUNT} | $MS{BIND};
+    if ($flags & $atime) {
+        return 1 if sys_mount($nr, undef, $path, undef, $base | ($cur & ~$atime) | $flags, undef);
+        $flags &= ~$atime;
+    }
+    return sys_mount($nr, undef, $path, undef, $base | $cur | $flags, undef);
 }
 
 1;
