@@ -197,7 +197,8 @@ def test_environment_precedence_image_environd_conf_cli(env, image, tmp_path):
     assert got["QUX"] == "cli"                   # -e over everything
     assert got["HOSTREF"] == "from-host"         # ${VAR} substituted from the host
     assert got["SQUALL_T_PASS"] == "passed"      # -e KEY takes the host value
-    assert "SQUALL_T_UNSET_ONE" not in got and "SQUALL_T_BASE" not in got  # host env not leaked
+    assert got["SQUALL_T_UNSET_ONE"] == ""       # -e KEY unset on the host: empty, as Enroot
+    assert "SQUALL_T_BASE" not in got            # the host environment does not leak
     assert not [k for k in got if k.startswith("ENROOT_")]
 
 
@@ -367,6 +368,19 @@ def test_broken_conf_file_aborts_the_start(env, image, tmp_path):
     wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
 
 
+def test_hooks_see_the_cli_environment_and_their_stdout_is_discarded(env, image, tmp_path):
+    """Enroot writes -e into ENROOT_ENVIRON before the hooks run (the EFA hook reads
+    SQUALL_EFA from it); a hook's stdout does not reach the caller."""
+    conf = tmp_path / "c.conf"
+    conf.write_text("hooks() {\n  echo 'hook stdout'\n"
+                    '  grep -q "^MODE=require$" "$ENROOT_ENVIRON" &&'
+                    ' echo SAW_MODE=1 >> "$ENROOT_ENVIRON"\n'
+                    "  true\n}\n")
+    r = enroot(env, "start", "-c", str(conf), "-e", "MODE=require", str(image), "sh", "-c",
+               "echo $SAW_MODE")
+    assert r.stdout == "1\n"
+
+
 def test_failing_hook_aborts_the_start_with_its_message(env, image, tmp_path):
     conf = tmp_path / "c.conf"
     conf.write_text("hooks() {\n  echo 'efa-hook: no EFA device on this node' >&2\n  return 4\n}\n")
@@ -388,12 +402,14 @@ def test_etc_rc_runs_with_the_arguments_and_rc_options_replace_it(env, base_tree
     rcfile.write_text('echo "option rc: $#"\n')
     assert enroot(env, "start", "--rc", str(rcfile), str(img), "a", "b").stdout == "option rc: 2\n"
     conf = tmp_path / "c.conf"
-    conf.write_text("rc() {\n  echo 'echo \"conf rc: $1\"'\n}\n")
+    # As in Enroot, the body of rc() is the script: it runs, it is not printed.
+    conf.write_text('rc() {\n  echo "conf rc: $1"\n}\n')
     assert enroot(env, "start", "-c", str(conf), str(img), "x").stdout == "conf rc: x\n"
-    # On a created container the bind target stays as an empty file; it must not become the rc.
+    # On a created container an --rc leaves nothing behind in its directory.
     enroot(env, "create", "-n", "norc", str(img))
-    enroot(env, "start", "--rw", "norc", "sh", "-c", ": > /etc/rc")
+    (Path(env["SQUALL_T_BASE"]) / "data/norc/etc/rc").unlink()
     assert enroot(env, "start", "--rc", str(rcfile), "norc", "a").stdout == "option rc: 1\n"
+    assert not (Path(env["SQUALL_T_BASE"]) / "data/norc/etc/rc").exists()
     assert enroot(env, "start", "norc", "echo", "plain").stdout == "plain\n"
 
 
@@ -561,6 +577,7 @@ def test_not_a_squashfs_is_a_one_line_error(env, tmp_path):
     (["-m", "/nonexistent-src:/x", "IMAGE", "true"],
      "Mount source does not exist: /nonexistent-src"),
     (["-m", "justonefield", "IMAGE", "true"], "Bad --mount 'justonefield'"),
+    (["-m", "/a b:/c", "IMAGE", "true"], "Bad --mount '/a b:/c'"),
     (["-m", "/tmp:/../../etc", "IMAGE", "true"], "'..' may not appear"),
     (["-e", "1BAD=x", "IMAGE", "true"], "Bad --env '1BAD=x'"),
     (["-e", "K=two\nlines", "IMAGE", "true"], "Bad --env 'K': the value holds a newline"),

@@ -29,15 +29,14 @@ build_base_environ() {
     } >"$1"
 }
 
-# append_cli_environ OUT [KEY[=VAL]...]: the -e options, last; KEY alone takes the host value.
-append_cli_environ() {
-    local out="$1" e
+# cli_environ_lines OUTVAR [KEY[=VAL]...]: the -e options as KEY=VALUE lines; KEY alone
+# takes the host value, empty when the host has none (as Enroot does).
+cli_environ_lines() {
+    local -n _lines="$1"
+    local e
     shift
+    _lines=()
     for e in "$@"; do
-        if [[ $e == *=* ]]; then
-            printf '%s\n' "$e"
-        elif [[ -n ${!e+x} ]]; then
-            printf '%s=%s\n' "$e" "${!e}"
-        fi
-    done >>"$out"
+        if [[ $e == *=* ]]; then _lines+=("$e"); else _lines+=("$e=${!e-}"); fi
+    done
 }

@@ -1,11 +1,14 @@
 #!/bin/bash
 # Child of start-ns.sh (test double), inside the container's namespaces before the root
-# switch: collects the --conf file's environ(), mounts() and rc(), then runs the hooks
-# (executable hooks.d/*.sh, system then user, then the conf's hooks()).
+# switch: collects the --conf file's environ(), mounts() and rc(), appends the -e lines
+# (ENVLINE...), then runs the hooks (executable hooks.d/*.sh, system then user, then the
+# conf's hooks()), which therefore see the whole environment, -e included, as in Enroot.
+# Usage: run-conf.sh CONF SCRATCH [ENVLINE...]; stdout is discarded by the caller.
 # ENROOT_ROOTFS, ENROOT_PID, ENROOT_ENVIRON and ENROOT_MOUNTS are set by the caller.
 # Exit 3: a hook failed (already reported); any other failure: the conf file broke.
 set -euo pipefail
 conf="$1" scratch="$2"
+shift 2
 export ENROOT_ROOTFS ENROOT_PID ENROOT_ENVIRON ENROOT_MOUNTS
 : >>"$ENROOT_MOUNTS"
 
@@ -19,8 +22,15 @@ if [[ -n $conf ]]; then
     source "$conf"
     if declare -F environ >/dev/null; then environ >>"$ENROOT_ENVIRON"; fi
     if declare -F mounts >/dev/null; then mounts >"$scratch/conf.fstab"; fi
-    if declare -F rc >/dev/null; then rc >"$scratch/rc"; fi
+    if declare -F rc >/dev/null; then
+        # As Enroot does: the body of rc() is the script (not what it prints).
+        body="$(declare -f rc)"
+        body="${body#*$'\n'}"
+        body="${body#*$'\n'}"
+        printf '%s\n' "${body%$'\n'*}" >"$scratch/rc"
+    fi
 fi
+if (($#)); then printf '%s\n' "$@" >>"$ENROOT_ENVIRON"; fi
 
 for hook in "$ENROOT_SYSCONF_PATH"/hooks.d/*.sh "$ENROOT_CONFIG_PATH"/hooks.d/*.sh; do
     [[ -f $hook && -x $hook ]] || continue

@@ -18,6 +18,7 @@ parse_start_options "$@"
 
 S="$ENROOT_RUNTIME_PATH/.scratch"
 R="$S/root"
+cli_env=()   # the -e options as KEY=VALUE lines
 exec {sleep_fd}<> <(:)   # read -t on this never-ready pipe sleeps without forking
 
 # start_fuse MOUNTPOINT LOG CMD...: run a FUSE daemon in the foreground as a child of this
@@ -98,9 +99,14 @@ run_conf_and_hooks() {
     for h in "${hooks[@]}"; do
         if [[ -x $h ]]; then any=1; fi
     done
-    [[ -n $opt_conf ]] || ((any)) || return 0
+    if [[ -z $opt_conf ]] && ((any == 0)); then
+        if ((${#cli_env[@]})); then printf '%s\n' "${cli_env[@]}" >>"$S/environ"; fi
+        return 0
+    fi
+    # Hook output goes to stderr only, as in Enroot (its stdout is discarded).
     ENROOT_ROOTFS="$R" ENROOT_PID="$$" ENROOT_ENVIRON="$S/environ" ENROOT_MOUNTS="$S/mounts" \
-        "$BASH" "$ENROOT_TEST_LIBEXEC/run-conf.sh" "$opt_conf" "$S" || rc=$?
+        "$BASH" "$ENROOT_TEST_LIBEXEC/run-conf.sh" "$opt_conf" "$S" ${cli_env[@]+"${cli_env[@]}"} \
+        >/dev/null || rc=$?
     ((rc == 0)) && return 0
     ((rc == 3)) && exit 1   # a hook failed and said so
     fail "The --conf file $opt_conf failed (exit code $rc) outside its hooks (sourcing it, or in environ/mounts/rc): see the lines above"
@@ -120,20 +126,23 @@ if is_true "$ENROOT_MOUNT_HOME"; then
     mount_entry "$R" "$HOME" "$HOME" none "x-create=dir,rbind" "ENROOT_MOUNT_HOME"
     printf 'HOME=%s\n' "$HOME" >>"$S/environ"
 fi
+cli_environ_lines cli_env ${opt_env[@]+"${opt_env[@]}"}
 run_conf_and_hooks
 mount_fstab_file "$S/mounts" "a mount queued by a hook"
 [[ ! -f $S/conf.fstab ]] || mount_fstab_file "$S/conf.fstab" "mounts() of $opt_conf"
 for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do mount_spec "$R" "$m"; done
+# --rc FILE, else the conf's rc(), replaces the image's /etc/rc; read before the root switch.
 rc_file="$opt_rc"
-[[ -n $rc_file || ! -s $S/rc ]] || rc_file="$S/rc"
-[[ -z $rc_file ]] || mount_entry "$R" "$rc_file" /etc/rc none "x-create=file,bind,ro" "--rc $rc_file"
-append_cli_environ "$S/environ" ${opt_env[@]+"${opt_env[@]}"}
+[[ -n $rc_file || ! -f $S/rc ]] || rc_file="$S/rc"
+rc_script=""
+[[ -z $rc_file ]] || IFS= read -r -d '' rc_script <"$rc_file" || true
 
 readonly=1
 if ((opt_rw)) || is_true "$ENROOT_ROOTFS_WRITABLE"; then readonly=0; fi
 
-# -s, not -f: an --rc on a created container leaves an empty /etc/rc behind in it.
-if [[ -s $R/etc/rc ]]; then
+if [[ -n $rc_file ]]; then
+    argv=(sh -c "$rc_script" sh ${opt_cmd[@]+"${opt_cmd[@]}"})
+elif [[ -f $R/etc/rc ]]; then
     argv=(sh /etc/rc ${opt_cmd[@]+"${opt_cmd[@]}"})
 elif ((${#opt_cmd[@]})); then
     argv=(sh -c 'exec "$@"' sh "${opt_cmd[@]}")

@@ -62,7 +62,8 @@ start_main() {
         [[ $e != *$'\n'* ]] || fail "Bad --env '${e%%=*}': the value holds a newline, which the container environment cannot carry"
     done
     for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do
-        [[ $m == ?*:?* ]] || fail "Bad --mount '$m': use SRC:DST[:TYPE[:OPTS]], e.g. /data:/data:none:ro"
+        [[ $m == ?*:?* && $m != *[[:space:]]* ]] ||
+            fail "Bad --mount '$m': use SRC:DST[:TYPE[:OPTS]] without spaces, e.g. /data:/data:none:ro"
     done
     resolve_target "$opt_target"
     if [[ $ENROOT_TEST_KIND == image ]] && ! [[ -r /dev/fuse && -w /dev/fuse ]]; then
