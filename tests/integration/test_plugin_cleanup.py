@@ -29,7 +29,9 @@ def leftovers(cluster: Cluster) -> str:
         "pgrep -a -u squall || true; "
         # FUSE mounts other than the node's own root (Docker's fuse-overlayfs driver)
         "awk '$3 ~ /fuse/ && $2 != \"/\"' /proc/mounts; "
-        f"[ -d {RUNTIME_DIR}/enroot ] && find {RUNTIME_DIR}/enroot -mindepth 1 || true; "
+        # files, or directories with something in them (empty mount points may stay)
+        f"[ -d {RUNTIME_DIR}/enroot ] && find {RUNTIME_DIR}/enroot -mindepth 1 "
+        "\\( -not -type d -o -not -empty \\) || true; "
         f"ls {RUNTIME_DIR}/step-*.conf 2>/dev/null || true")
     return cluster.run(script, node=NODE, user="root").out.strip()
 
@@ -57,14 +59,17 @@ def test_nothing_left_after_scancel_of_a_running_container_step(cluster: Cluster
     script = ("#!/bin/sh\n"
               f"srun --container-image={image} sleep 300\n")
     jobid = cluster.sbatch(script, f"-N1 -w {NODE} -o /dev/null")
-    cluster.wait_job(jobid, {"RUNNING"}, timeout=60)
-    # The container is up: its command and the runtime's squashfuse run as the user.
-    deadline = time.monotonic() + 30
-    while "sleep 300" not in (procs := cluster.run("pgrep -a -u squall || true", node=NODE,
-                                                    user="root").out):
-        assert time.monotonic() < deadline, f"the container step never started: {procs}"
-        time.sleep(0.5)
-    assert "squashfuse" in procs, procs
-    cluster.run(f"scancel {jobid}")
+    try:
+        cluster.wait_job(jobid, {"RUNNING"}, timeout=60)
+        # The container is up: its command and the runtime's squashfuse run as the user.
+        deadline = time.monotonic() + 30
+        while not cluster.run("pgrep -u squall -x sleep", node=NODE, user="root",
+                              check=False).out.strip():
+            assert time.monotonic() < deadline, "the container step never started"
+            time.sleep(0.5)
+        procs = cluster.run("pgrep -a -u squall", node=NODE, user="root").out
+        assert "squashfuse" in procs, procs
+    finally:
+        cluster.run(f"scancel {jobid}")
     cluster.wait_job(jobid, {"CANCELLED"}, timeout=60)
     assert wait_clean(cluster) == ""
