@@ -270,6 +270,34 @@ def test_root_is_read_only_unless_rw(env, image):
     assert enroot(off, "start", str(image), *touch).stdout.strip() == "READONLY"
 
 
+@pytest.mark.parametrize("off", ["no", "n", "N", "No", "NO", "f", "F", "false", "False", "FALSE"])
+def test_every_false_spelling_is_off(env, image, off):
+    touch = ["sh", "-c", "touch /newfile 2>/dev/null && echo WROTE || echo READONLY"]
+    r = enroot(dict(env, ENROOT_ROOTFS_WRITABLE=off), "start", str(image), *touch)
+    assert r.stdout.strip() == "READONLY"
+
+
+def test_enroot_conf_forms_and_conf_file_directives(env, image, tmp_path):
+    sysconf = Path(env["ENROOT_SYSCONF_PATH"])
+    (sysconf / "enroot.conf").write_text(
+        "# comment\nENROOT_DATA_PATH=${SQUALL_T_BASE}/data-eq\nENROOT_ROOTFS_WRITABLE yes\n"
+        "NOT_AN_ENROOT_SETTING leaked\n")
+    touch = ["sh", "-c", "touch /newfile 2>/dev/null && echo WROTE || echo READONLY; "
+             "echo ${NOT_AN_ENROOT_SETTING:-absent}"]
+    assert enroot(env, "start", str(image), *touch).stdout.split() == ["WROTE", "absent"]
+    # the environment wins over enroot.conf
+    e = dict(env, ENROOT_ROOTFS_WRITABLE="no")
+    assert enroot(e, "start", str(image), *touch).stdout.split() == ["READONLY", "absent"]
+    # "#ENROOT_..." lines of a --conf file win over both
+    conf = tmp_path / "c.conf"
+    conf.write_text("#ENROOT_ROOTFS_WRITABLE=y\n# ENROOT_RESTRICT_DEV y\n")
+    r = enroot(e, "start", "-c", str(conf), str(image), "sh", "-c",
+               "touch /newfile && echo WROTE; ls /dev/fuse 2>/dev/null || echo NO-FUSE")
+    assert r.stdout.split() == ["WROTE", "NO-FUSE"]
+    enroot(env, "create", "-n", "c", str(image))
+    assert (tmp_path / "data-eq" / "c").is_dir()
+
+
 def test_writes_vanish_at_exit(env, image):
     enroot(env, "start", "--rw", str(image), "sh", "-c", "echo gone > /etc/marker")
     r = enroot(env, "start", str(image), "sh", "-c", "cat /etc/marker 2>/dev/null || echo ABSENT")

@@ -14,7 +14,7 @@ fail() {
 # Enroot booleans: off only for these spellings (so "0" means on). Empty counts as unset.
 is_true() {
     case "${1-}" in
-        no | n | N | No | f | false | FALSE) return 1 ;;
+        n | no | N | No | NO | f | F | false | False | FALSE) return 1 ;;
         *) return 0 ;;
     esac
 }
@@ -37,25 +37,27 @@ expand_vars() {
     _out="$done$rest"
 }
 
+# read_settings FILE OVERWRITE: "KEY VALUE" or "KEY=VALUE" lines; as in Enroot only ENROOT_*,
+# SSL_CERT_DIR/FILE and proxy settings are taken. OVERWRITE=0: the environment wins.
+read_settings() {
+    local file="$1" overwrite="$2" key value
+    [[ -r $file ]] || fail "Cannot read $file: make it readable or point ENROOT_SYSCONF_PATH elsewhere"
+    while IFS=$' \t=' read -r key value || [[ -n $key ]]; do
+        [[ $key =~ ^ENROOT_[A-Z_]+$|^SSL_CERT_(DIR|FILE)$|^(all|no|http|https)_proxy$ ]] || continue
+        ((overwrite)) || [[ -z ${!key-} ]] || continue
+        expand_vars value "$value"
+        export "$key=$value"
+    done <"$file"
+}
+
 load_settings() {
     export ENROOT_SYSCONF_PATH="${ENROOT_SYSCONF_PATH:-/etc/enroot}"
     : "${HOME:=$(getent passwd "$EUID" | cut -d: -f6)}"
     export HOME
-    local conf="$ENROOT_SYSCONF_PATH/enroot.conf" key value
-    if [[ -f $conf ]]; then
-        [[ -r $conf ]] || fail "Cannot read $conf: make it readable or point ENROOT_SYSCONF_PATH elsewhere"
-        while read -r key value || [[ -n $key ]]; do
-            [[ -z $key || $key == \#* ]] && continue
-            [[ $key =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] ||
-                fail "Bad setting name '$key' in $conf: lines are 'KEY VALUE'"
-            [[ -n ${!key-} ]] && continue
-            expand_vars value "$value"
-            export "$key=$value"
-        done <"$conf"
-    fi
-    local def
+    [[ ! -e $ENROOT_SYSCONF_PATH/enroot.conf ]] || read_settings "$ENROOT_SYSCONF_PATH/enroot.conf" 0
+    local def key
     for def in \
-        "ENROOT_RUNTIME_PATH=${XDG_RUNTIME_DIR:-/run/user/$EUID}/enroot" \
+        "ENROOT_RUNTIME_PATH=${XDG_RUNTIME_DIR:-/run}/enroot" \
         "ENROOT_CONFIG_PATH=${XDG_CONFIG_HOME:-$HOME/.config}/enroot" \
         "ENROOT_CACHE_PATH=${XDG_CACHE_HOME:-$HOME/.cache}/enroot" \
         "ENROOT_DATA_PATH=${XDG_DATA_HOME:-$HOME/.local/share}/enroot" \

@@ -28,6 +28,17 @@ check_userns_allowed() {
     fi
 }
 
+# conf_directives FILE: "#ENROOT_KEY VALUE" comment lines of a --conf file set (and
+# override) Enroot settings, as in Enroot, e.g. "#ENROOT_ROOTFS_WRITABLE=y".
+conf_directives() {
+    local line directives=()
+    while IFS= read -r line || [[ -n $line ]]; do
+        [[ $line =~ ^#[[:space:]]*(ENROOT_.*)$ ]] && directives+=("${BASH_REMATCH[1]}")
+    done <"$1"
+    ((${#directives[@]})) || return 0
+    read_settings <(printf '%s\n' "${directives[@]}") 1
+}
+
 # Sets ENROOT_TEST_KIND (image|name) and ENROOT_TEST_SOURCE (absolute image file or container dir).
 resolve_target() {
     local t="$1" out
@@ -53,6 +64,7 @@ start_main() {
     local m e
     if [[ -n $opt_conf ]]; then
         [[ -f $opt_conf && -r $opt_conf ]] || fail "Cannot read the --conf file $opt_conf: check the path and its permissions"
+        conf_directives "$opt_conf"
     fi
     if [[ -n $opt_rc ]]; then
         [[ -f $opt_rc && -r $opt_rc ]] || fail "Cannot read the --rc file $opt_rc: check the path and its permissions"
