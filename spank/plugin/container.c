@@ -156,6 +156,10 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 		argv[n++] = "--conf";
 		argv[n++] = r->conf_path;
 	}
+	if (r->rc_path != NULL) {
+		argv[n++] = "--rc";
+		argv[n++] = r->rc_path;
+	}
 	argv[n++] = r->target;
 	/* The container's first process stops itself once the runtime has set up
 	 * everything; the tasks then join its namespaces. */

@@ -3,7 +3,8 @@
  * that knows how a container is held; keeping one alive for a whole job later changes
  * this file alone.
  *
- * start: `enroot start [--rw] [--root] [--conf FILE] TARGET sh -c 'kill -STOP $$; exit 0'`
+ * start: `enroot start [--rw] [--root] [--conf FILE] [--rc FILE] TARGET
+ *        sh -c 'kill -STOP $$; exit 0'`
  *        as the job user; when that shell has stopped itself the container is fully set
  *        up. It is then held by a pidfd and by descriptors on its user, mount and cgroup
  *        namespaces, its root and its working directory, and its environment is read.
@@ -36,6 +37,7 @@ struct sq_container {
 struct sq_start_request {
 	const char *enroot;     /* runtime executable */
 	const char *conf_path;  /* NULL: no --conf */
+	const char *rc_path;    /* NULL: no --rc (the image's /etc/rc runs) */
 	const char *target;     /* image file or created container name */
 	int writable;           /* 1: --rw */
 	int remap_root;         /* 1: --root */

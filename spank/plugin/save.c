@@ -59,7 +59,10 @@ int sq_save_export(const struct sq_runtime *rt, const char *container, const cha
 		char why[64], tail[600];
 		sq_status_text(status, why, sizeof(why));
 		sq_capture_tail(child.err_fd, 3, tail, sizeof(tail));
-		snprintf(err, errlen, "enroot export failed (%s): %s", why, tail);
+		if (tail[0] == '\0')
+			sq_capture_tail(child.out_fd, 3, tail, sizeof(tail));
+		snprintf(err, errlen, "enroot export failed (%s): %s", why,
+			 tail[0] ? tail : "the runtime printed nothing");
 		sq_child_close(&child);
 		as_user(rt->cred, tmp, NULL);
 		return -1;

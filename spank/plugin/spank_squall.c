@@ -63,6 +63,7 @@ static struct {
 	struct sq_cred cred_root;   /* for calls made as root (exit): with the groups */
 	char runtime_dir[PATH_MAX];
 	char conf_path[PATH_MAX + 64];
+	char rc_path[PATH_MAX + 64];
 	char warnings[1024];        /* printed once by local task 0 */
 	char *target;               /* what `enroot start` got: image path or name */
 	char *save_container;       /* container created for --container-save, removed at exit */
@@ -308,10 +309,6 @@ static int build_conf(char *const job_env[], const char *cwd, const char *batch_
 	spec->env = ne ? (const char *const *)*env_lines : NULL;
 	spec->mounts = nm ? (const char *const *)*mount_lines : NULL;
 	spec->hook_argv = (const char *const *)*hook_argv;
-	/* Without --container-entrypoint the image's /etc/rc (which execs the entrypoint)
-	 * is replaced by one that runs the command as it is. */
-	if ((sq_args.entrypoint >= 0 ? sq_args.entrypoint : cfg.execute_entrypoint) == 0)
-		spec->rc = "exec \"$@\"\n";
 	return 0;
 }
 
@@ -400,6 +397,19 @@ static void user_init_steps(spank_t sp)
 		goto out;
 	}
 
+	/* Without --container-entrypoint the image's /etc/rc (which execs the entrypoint)
+	 * is replaced, through `start --rc FILE`, by one that runs the command as it is. */
+	if ((sq_args.entrypoint >= 0 ? sq_args.entrypoint : cfg.execute_entrypoint) == 0) {
+		snprintf(st.rc_path, sizeof(st.rc_path), "%s/step-%u.%u.rc", st.runtime_dir,
+			 (unsigned)st.jobid, (unsigned)st.stepid);
+		unlink(st.rc_path);
+		if (sq_stepfile_write(st.rc_path, "exec \"$@\"\n", err, sizeof(err)) < 0) {
+			st.rc_path[0] = '\0';
+			fail(err);
+			goto out;
+		}
+	}
+
 	/* 3. what to start: a named container, a container for --container-save (only
 	 *    node 0 saves, the others start from the file), or the image file itself */
 	rt = (struct sq_runtime){ cfg.enroot, st.runtime_env, &cred_user };
@@ -442,8 +452,10 @@ static void user_init_steps(spank_t sp)
 	sq_phase_end("prepare");
 
 	/* 4. start */
-	req = (struct sq_start_request){ cfg.enroot, st.conf_path, st.target, sq_args.writable,
-					 sq_args.remap_root, st.runtime_env, &cred_user };
+	req = (struct sq_start_request){ cfg.enroot, st.conf_path,
+					 st.rc_path[0] ? st.rc_path : NULL, st.target,
+					 sq_args.writable, sq_args.remap_root, st.runtime_env,
+					 &cred_user };
 	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0)
 		fail(err);
 	sq_phase_end("start container");
@@ -451,6 +463,10 @@ out:
 	if (st.conf_path[0]) {
 		unlink(st.conf_path);
 		st.conf_path[0] = '\0';
+	}
+	if (st.rc_path[0]) {
+		unlink(st.rc_path);
+		st.rc_path[0] = '\0';
 	}
 	sq_lines_free(env_lines);
 	sq_lines_free(mount_lines);
@@ -545,6 +561,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	sq_container_stop(&st.ctr);
 	if (st.conf_path[0])
 		unlink(st.conf_path);
+	if (st.rc_path[0])
+		unlink(st.rc_path);
 	if (st.save_container != NULL) {
 		struct sq_runtime rt = { cfg.enroot, st.runtime_env, &st.cred_root };
 		if (!st.failed && sq_save_export(&rt, st.save_container, sq_args.save, st.jobid,

@@ -96,16 +96,24 @@ int sq_stepconf_env(char *const job_env[], const struct sq_opts *o, const char *
 int sq_stepconf_write(const char *path, const struct sq_conf_spec *spec, char *err, size_t errlen)
 {
 	char *text = NULL;
-	size_t len, off = 0;
-	int fd;
+	int rc;
 
 	if (sq_conf_render(spec, &text, err, errlen) < 0)
 		return -1;
+	rc = sq_stepfile_write(path, text, err, errlen);
+	sq_str_free(text);
+	return rc;
+}
+
+int sq_stepfile_write(const char *path, const char *text, char *err, size_t errlen)
+{
+	size_t len, off = 0;
+	int fd;
+
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot create the runtime's conf file %s: %s", path,
+		snprintf(err, errlen, "cannot create the runtime's file %s: %s", path,
 			 strerror(errno));
-		sq_str_free(text);
 		return -1;
 	}
 	len = strlen(text);
@@ -117,12 +125,10 @@ int sq_stepconf_write(const char *path, const struct sq_conf_spec *spec, char *e
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 			close(fd);
 			unlink(path);
-			sq_str_free(text);
 			return -1;
 		}
 		off += (size_t)w;
 	}
-	sq_str_free(text);
 	if (close(fd) < 0) {
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		unlink(path);

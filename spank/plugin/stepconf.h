@@ -20,6 +20,9 @@
 int sq_stepconf_env(char *const job_env[], const struct sq_opts *o, const char *runtime_dir,
 		    char ***out, char *err, size_t errlen);
 
+/* Write text to a new file at path (O_EXCL, mode 0600); removed again on error. */
+int sq_stepfile_write(const char *path, const char *text, char *err, size_t errlen);
+
 /* Render spec and write it to path, never over an existing file. */
 int sq_stepconf_write(const char *path, const struct sq_conf_spec *spec, char *err, size_t errlen);
 
