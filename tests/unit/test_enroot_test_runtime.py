@@ -60,7 +60,8 @@ def base_tree(tmp_path_factory) -> Path:
     (root / "etc/os-release").write_text("ID=squalltest\nVERSION_ID=1\n")
     (root / "etc/environment").write_text(
         'PATH=/usr/bin:/bin\nFROM_IMAGE="image"\nBAR=image\nBAZ=image\nQUX=image\n'
-        "HOSTREF=${SQUALL_T_HOSTVAL}\n")
+        "HOSTREF=${SQUALL_T_HOSTVAL}\n  SPACED='single'  \nexport EXPORTED=1\n# comment\n"
+        "NODEFAULT=${SQUALL_T_UNSET:-x}\n")
     return root
 
 
@@ -196,6 +197,9 @@ def test_environment_precedence_image_environd_conf_cli(env, image, tmp_path):
     assert got["BAZ"] == "conf"                  # conf environ() over environ.d
     assert got["QUX"] == "cli"                   # -e over everything
     assert got["HOSTREF"] == "from-host"         # ${VAR} substituted from the host
+    assert got["NODEFAULT"] == "${SQUALL_T_UNSET:-x}"   # only ${VAR}, as Enroot's envsubst
+    assert got["SPACED"] == "single"             # Enroot's envfmt: blanks and quotes go
+    assert "EXPORTED" not in got and "export EXPORTED" not in got   # not KEY=VALUE: dropped
     assert got["SQUALL_T_PASS"] == "passed"      # -e KEY takes the host value
     assert got["SQUALL_T_UNSET_ONE"] == ""       # -e KEY unset on the host: empty, as Enroot
     assert "SQUALL_T_BASE" not in got            # the host environment does not leak
@@ -364,7 +368,7 @@ def test_conf_hooks_see_rootfs_and_queue_env_and_mounts(env, image, tmp_path):
         '  [ "$ENROOT_PID" -gt 1 ]\n'
         '  SYSHOOK_SEEN=$(grep -c SYSHOOK=ran "$ENROOT_ENVIRON")\n'
         '  . "$ENROOT_ROOTFS/etc/os-release"\n'
-        '  printf "HOOK_SAW=%s\\nexport SYSHOOK=%s\\n" "$ID" "conf-after-$SYSHOOK_SEEN"'
+        '  printf "HOOK_SAW=%s\\nSYSHOOK=%s\\n" "$ID" "conf-after-$SYSHOOK_SEEN"'
         ' >> "$ENROOT_ENVIRON"\n'
         f'  echo "{hostdir} /queued none x-create=dir,bind" >> "$ENROOT_MOUNTS"\n'
         "}\n"

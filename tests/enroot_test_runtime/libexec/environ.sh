@@ -1,21 +1,32 @@
 # shellcheck shell=bash
 # The container environment (test double), as KEY=VALUE lines in a file; the last value
-# of a key wins and ENROOT_* keys are dropped when the file is read by switchroot.pl.
+# of a key wins (switchroot.pl reads it).
 
-# environ_from_file FILE: pam_env style lines (KEY=VALUE, optional "export ", optional
-# quotes); ${VAR} references are substituted from the host environment.
+# environ_from_file FILE: its lines with ${VAR} substituted from the host (image and
+# environ.d files, as Enroot does); format_environ cleans them up afterwards.
 environ_from_file() {
-    local line key value
+    local line
     [[ -f $1 ]] || return 0
     while IFS= read -r line || [[ -n $line ]]; do
-        line="${line#"${line%%[![:space:]]*}"}"
-        line="${line#export }"
-        [[ $line =~ ^([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]] || continue
-        key="${BASH_REMATCH[1]}"
-        expand_vars value "${BASH_REMATCH[2]}"
-        if [[ $value =~ ^\"(.*)\"$ || $value =~ ^\'(.*)\'$ ]]; then value="${BASH_REMATCH[1]}"; fi
-        printf '%s=%s\n' "$key" "$value"
+        expand_vars line "$line" 1
+        printf '%s\n' "$line"
     done <"$1"
+}
+
+# format_environ FILE: Enroot's clean-up of the environment file, done before the hooks
+# read it: leading blanks, comments and lines that are not KEY=VALUE go, ENROOT_* keys go,
+# and one pair of surrounding quotes (" or ') is removed from a value. switchroot.pl
+# applies the same rules once more after the hooks.
+format_environ() {
+    local line kept=()
+    local quoted='^([A-Za-z_][A-Za-z0-9_]*)=["'"'"'](.*)["'"'"'][[:space:]]*$'
+    while IFS= read -r line || [[ -n $line ]]; do
+        line="${line#"${line%%[![:space:]]*}"}"
+        [[ $line =~ ^[A-Za-z_][A-Za-z0-9_]*= && $line != ENROOT_* ]] || continue
+        if [[ $line =~ $quoted ]]; then line="${BASH_REMATCH[1]}=${BASH_REMATCH[2]}"; fi
+        kept+=("$line")
+    done <"$1"
+    printf '%s' "${kept[@]/%/$'\n'}" >"$1"
 }
 
 # build_base_environ OUT: the image's /etc/environment, then environ.d (system, then user).

@@ -7,6 +7,8 @@
 # ENROOT_ROOTFS, ENROOT_PID, ENROOT_ENVIRON and ENROOT_MOUNTS are set by the caller.
 # Exit 3: a hook failed (already reported); any other failure: the conf file broke.
 set -euo pipefail
+# shellcheck source=environ.sh
+source "${BASH_SOURCE[0]%/*}/environ.sh"
 conf="$1" scratch="$2"
 shift 2
 export ENROOT_ROOTFS ENROOT_PID ENROOT_ENVIRON ENROOT_MOUNTS
@@ -31,6 +33,7 @@ if [[ -n $conf ]]; then
     fi
 fi
 if (($#)); then printf '%s\n' "$@" >>"$ENROOT_ENVIRON"; fi
+format_environ "$ENROOT_ENVIRON"   # as Enroot does, in case hooks rely on it
 
 for hook in "$ENROOT_SYSCONF_PATH"/hooks.d/*.sh "$ENROOT_CONFIG_PATH"/hooks.d/*.sh; do
     [[ -f $hook && -x $hook ]] || continue

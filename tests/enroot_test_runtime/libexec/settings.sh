@@ -19,22 +19,31 @@ is_true() {
     esac
 }
 
-# expand_vars OUT STRING: substitute ${NAME} and ${NAME:-DEFAULT} from the caller's
-# environment (no command substitution, no eval: the text may come from an image).
+# expand_vars OUT STRING [SIMPLE]: substitute ${NAME} and ${NAME:-DEFAULT} from the caller's
+# environment (no command substitution, no eval: the text may come from an image). With
+# SIMPLE=1 only ${NAME} is substituted, as Enroot does in image and environ.d/fstab files.
 expand_vars() {
-    local -n _out="$1"
-    local rest="$2" done="" name
-    local re='^([^$]*)\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}(.*)$'
-    while [[ $rest =~ $re ]]; do
-        name="${BASH_REMATCH[2]}"
-        if [[ -n ${BASH_REMATCH[3]} ]]; then
-            done+="${BASH_REMATCH[1]}${!name:-${BASH_REMATCH[4]}}"
+    # Locals are prefixed so that a ${NAME} from an image cannot resolve to one of them.
+    local -n _ev_out="$1"
+    local _ev_rest="$2" _ev_done="" _ev_pre _ev_name _ev_open="\${"
+    local _ev_re='^([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}(.*)$'
+    [[ ${3-0} != 1 ]] || _ev_re='^([A-Za-z_][A-Za-z0-9_]*)()()\}(.*)$'
+    while [[ $_ev_rest == *"$_ev_open"* ]]; do
+        _ev_pre="${_ev_rest%%"$_ev_open"*}"
+        _ev_rest="${_ev_rest#*"$_ev_open"}"
+        if [[ $_ev_rest =~ $_ev_re ]]; then
+            _ev_name="${BASH_REMATCH[1]}"
+            if [[ -n ${BASH_REMATCH[2]} ]]; then
+                _ev_done+="$_ev_pre${!_ev_name:-${BASH_REMATCH[3]}}"
+            else
+                _ev_done+="$_ev_pre${!_ev_name-}"
+            fi
+            _ev_rest="${BASH_REMATCH[4]}"
         else
-            done+="${BASH_REMATCH[1]}${!name-}"
+            _ev_done+="$_ev_pre$_ev_open"   # not a reference: kept as written
         fi
-        rest="${BASH_REMATCH[5]}"
     done
-    _out="$done$rest"
+    _ev_out="$_ev_done$_ev_rest"
 }
 
 # read_settings FILE OVERWRITE: "KEY VALUE" or "KEY=VALUE" lines; as in Enroot only ENROOT_*,

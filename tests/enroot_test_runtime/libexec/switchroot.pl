@@ -21,10 +21,14 @@ my %env;
 open(my $fh, '<', $envfile) or fail("cannot read the container environment $envfile: $!");
 while (my $line = <$fh>) {
     chomp $line;
-    $line =~ s/^\s*(?:export\s+)?//;    # hooks may write "export KEY=VAL"
+    # Enroot's clean-up (see format_environ in environ.sh): leading blanks, comments and
+    # ill-formed lines go, ENROOT_* keys go, one pair of surrounding quotes goes.
+    $line =~ s/^\s+//;
     next unless $line =~ /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s;
-    next if $1 =~ /^ENROOT_/;
-    $env{$1} = $2;
+    my ($key, $value) = ($1, $2);
+    next if $key =~ /^ENROOT_/;
+    $value = $1 if $value =~ /^["'](.*)["']\s*$/s;
+    $env{$key} = $value;
 }
 close $fh;
 
