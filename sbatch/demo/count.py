@@ -7,9 +7,11 @@ written to a temporary file, fsynced and renamed, and only then the ``COMPLETE``
 written the same way; a checkpoint without its marker is incomplete and never resumed from.
 
 ``--resume PATH`` continues from the checkpoint at PATH. SIGTERM or SIGUSR1 make every
-rank stop after the current step; rank 0 checkpoints first; the exit status is 128 + the
-signal number. At the end rank 0 writes ``--final`` (atomically): the list of steps in the
-committed history and their sum, identical to what an uninterrupted run writes. With
+rank stop after the current step: rank 0 checkpoints and exits 128 + the signal number
+("stopped, not finished"); the other ranks exit 0, so that srun --kill-on-bad-exit does not
+end the step while rank 0 is still writing. At the end rank 0 writes ``--final``
+(atomically): the list of steps in the committed history and their sum, identical to what
+an uninterrupted run writes. With
 ``--log`` rank 0 appends one line per step it executes, so a test can count repeats.
 
 Python 3 standard library only: it runs on the node image and in the demo container.
@@ -101,9 +103,12 @@ def main() -> int:
             log.write(f"{restart} {step}\n")
             log.flush()
         if stop_signal:
-            if rank == 0:
-                path = checkpoint(args.checkpoint_dir, done)
-                print(f"count.py: signal {stop_signal}: checkpointed {path}", flush=True)
+            if rank != 0:
+                # Not a failure: exit 0 so srun --kill-on-bad-exit leaves rank 0 the time
+                # to finish its checkpoint; rank 0's status tells the script "stopped".
+                return 0
+            path = checkpoint(args.checkpoint_dir, done)
+            print(f"count.py: signal {stop_signal}: checkpointed {path}", flush=True)
             return 128 + stop_signal
         if rank == 0 and (step + 1) % args.every == 0:
             checkpoint(args.checkpoint_dir, done)

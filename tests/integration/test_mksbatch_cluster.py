@@ -234,6 +234,7 @@ def test_time_limit_signal_checkpoints_requeues_and_finishes(
     assert "got SIGUSR1 before the time limit: sending SIGUSR1 to the program" in log, log
     assert f"requeueing job {job_id}" in log, log
     assert "count.py: signal 10: checkpointed" in log, log
+    assert "signal 15" not in log, log  # rank 0 was never cut short by the step kill
     assert (site.host / "final.json").read_text() == reference_final(tmp_path, steps), log
     runs = executed_steps(site)
     assert sorted(runs) == list(range(restarts + 1)), runs
