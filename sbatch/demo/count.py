@@ -11,8 +11,8 @@ rank stop after the current step: rank 0 checkpoints and exits 128 + the signal 
 ("stopped, not finished"); the other ranks exit 0, so that srun --kill-on-bad-exit does not
 end the step while rank 0 is still writing. At the end rank 0 writes ``--final``
 (atomically): the list of steps in the committed history and their sum, identical to what
-an uninterrupted run writes. With
-``--log`` rank 0 appends one line per step it executes, so a test can count repeats.
+an uninterrupted run writes. With ``--log`` rank 0 appends one line per step it executes,
+so a test can count repeats.
 
 Python 3 standard library only: it runs on the node image and in the demo container.
 """
