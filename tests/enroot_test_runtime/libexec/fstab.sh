@@ -6,7 +6,7 @@
 # EXPAND=1 substitutes ${VAR} from the host (image and sysconf fstab files, as Enroot does).
 mount_fstab_line() {
     local rootfs="$1" line="$2" origin="$3" src dst type opts
-    [[ ${4-0} == 1 ]] && expand_vars line "$line"
+    [[ ${4-0} == 1 ]] && expand_vars line "$line" 1
     read -r src dst type opts _ <<<"$line"
     [[ -z $src || $src == \#* ]] && return 0
     [[ -n ${dst-} ]] || fail "Bad mount entry '$line' in $origin: it needs at least 'SRC DST'"

@@ -84,12 +84,13 @@ mount_restricted_dev() {
     mount -t tmpfs -o nosuid,nodev,mode=1777 enroot-shm "$R/dev/shm"
 }
 
-# mount_fstab_file FILE ORIGIN: every line of an fstab file, ${VAR} taken from the host.
+# mount_fstab_file FILE ORIGIN EXPAND: every line of an fstab file; EXPAND=1 substitutes
+# ${VAR} from the host (image and mounts.d files, as Enroot does).
 mount_fstab_file() {
     local line
     [[ -f $1 ]] || return 0
     while IFS= read -r line || [[ -n $line ]]; do
-        mount_fstab_line "$R" "$line" "$2" 1
+        mount_fstab_line "$R" "$line" "$2" "$3"
     done <"$1"
 }
 
@@ -117,9 +118,9 @@ if is_true "$ENROOT_RESTRICT_DEV"; then
     [[ -d $R/dev ]] || mkdir -- "$R/dev"
     mount_restricted_dev
 fi
-mount_fstab_file "$R/etc/fstab" "the image's /etc/fstab"
+mount_fstab_file "$R/etc/fstab" "the image's /etc/fstab" 1
 for f in "$ENROOT_SYSCONF_PATH"/mounts.d/*.fstab "$ENROOT_CONFIG_PATH"/mounts.d/*.fstab; do
-    mount_fstab_file "$f" "$f"
+    mount_fstab_file "$f" "$f" 1
 done
 build_base_environ "$S/environ"
 if is_true "$ENROOT_MOUNT_HOME"; then
@@ -128,8 +129,8 @@ if is_true "$ENROOT_MOUNT_HOME"; then
 fi
 cli_environ_lines cli_env ${opt_env[@]+"${opt_env[@]}"}
 run_conf_and_hooks
-mount_fstab_file "$S/mounts" "a mount queued by a hook"
-[[ ! -f $S/conf.fstab ]] || mount_fstab_file "$S/conf.fstab" "mounts() of $opt_conf"
+mount_fstab_file "$S/mounts" "a mount queued by a hook" 0
+[[ ! -f $S/conf.fstab ]] || mount_fstab_file "$S/conf.fstab" "mounts() of $opt_conf" 0
 for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do mount_spec "$R" "$m"; done
 # --rc FILE, else the conf's rc(), replaces the image's /etc/rc; read before the root switch.
 rc_file="$opt_rc"
