@@ -430,7 +430,6 @@ def render_enroot_conf(
     env: Mapping[str, str] | Iterable[str] | None = None,
     mounts: Iterable[_Text] | None = None,
     hook_argv: Sequence[_Text] | None = None,
-    rc: _Text | None = None,
 ) -> str:
     """The text of an ``enroot start --conf`` file; every value single-quoted."""
     spec = ffi.new("struct sq_conf_spec *")
@@ -444,8 +443,6 @@ def render_enroot_conf(
     if hook_argv is not None:
         arrays.append(_CArray("hooks()", hook_argv))
         spec.hook_argv = arrays[-1].ptr
-    rc_c = _cstr("rc()", rc)
-    spec.rc = rc_c
     out = ffi.new("char **")
     err = _errbuf()
     if lib.sq_conf_render(spec, out, err, _ERRLEN) != 0:

@@ -100,18 +100,6 @@ static int render_hooks(struct sq_buf *b, const char *const *argv, char *err, si
 	return 0;
 }
 
-static int render_rc(struct sq_buf *b, const char *rc, char *err, size_t errlen)
-{
-	if (*rc == '\0')
-		return sq_errf(err, errlen, "enroot conf rc(): empty script (give the script text "
-			       "or no rc at all)");
-	sq_buf_add(b, "rc() {\n\tprintf '%s' ");
-	if (add_word(b, rc, err, errlen) != 0)
-		return -1;
-	sq_buf_add(b, "\n}\n");
-	return 0;
-}
-
 int sq_conf_render(const struct sq_conf_spec *spec, char **out, char *err, size_t errlen)
 {
 	struct sq_buf b;
@@ -121,8 +109,7 @@ int sq_conf_render(const struct sq_conf_spec *spec, char **out, char *err, size_
 	sq_buf_add(&b, "# enroot start --conf file written by squall; every value is quoted.\n");
 	if ((spec->env != NULL && render_environ(&b, spec->env, err, errlen) != 0) ||
 	    (spec->mounts != NULL && render_mounts(&b, spec->mounts, err, errlen) != 0) ||
-	    (spec->hook_argv != NULL && render_hooks(&b, spec->hook_argv, err, errlen) != 0) ||
-	    (spec->rc != NULL && render_rc(&b, spec->rc, err, errlen) != 0)) {
+	    (spec->hook_argv != NULL && render_hooks(&b, spec->hook_argv, err, errlen) != 0)) {
 		sq_buf_release(&b);
 		return -1;
 	}

@@ -6,10 +6,11 @@
  *   environ() { printf '%s\n' 'KEY=VALUE' ...; }
  *   mounts()  { printf '%s\n' 'SRC DST TYPE OPTS' ...; }
  *   hooks()   { 'ARGV0' 'ARG1' ...; }             runs inside the new namespaces
- *   rc()      { printf '%s' 'SCRIPT TEXT'; }       replaces the image's /etc/rc
  * Each function is emitted only when its input is given. environ keys must be
  * identifiers and not ENROOT_*; environ values and fstab lines may not hold a newline
- * (the runtime reads them line by line); argv and rc may not be empty. Note that Enroot
+ * (the runtime reads them line by line); argv may not be empty. No rc(): Enroot runs the
+ * body of rc() as the container's rc script, so the plugin passes its rc as a file
+ * (`enroot start --rc FILE`) instead of composing code here. Note that Enroot
  * itself expands ${VAR} inside environ and fstab lines after reading them: callers
  * pass literal values (mounts.h already refuses '$').
  */
@@ -22,7 +23,6 @@ struct sq_conf_spec {
 	const char *const *env;       /* "KEY=VALUE" entries, NULL-terminated; NULL: no environ() */
 	const char *const *mounts;    /* fstab lines, NULL-terminated; NULL: no mounts() */
 	const char *const *hook_argv; /* command for hooks(), NULL-terminated; NULL: no hooks() */
-	const char *rc;               /* script text rc() prints; NULL: no rc() */
 };
 
 /* Compose the file text into *out (heap, free with sq_str_free). 0 ok, -1 error naming
