@@ -158,7 +158,7 @@ static void run_one(const char *in)
 	{
 		const char *list[] = { in, "A=1", NULL };
 		const char *argv[] = { "/usr/bin/hook", in, NULL };
-		struct sq_conf_spec spec = { list, list, argv, in };
+		struct sq_conf_spec spec = { list, list, argv };
 		char *out = NULL;
 		int rc;
 
