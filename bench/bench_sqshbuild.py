@@ -184,6 +184,11 @@ def main() -> None:
         ("site", int(8000 * scale), [int(40 * mb * scale)], ["base/.wh.pkg000"]),
         ("fix", int(200 * scale), [int(20 * mb * scale)] * 2, ["large/.wh.lib03.so"]),
     ]
+    try:
+        import isal  # noqa: F401
+        have_isal = True
+    except ImportError:
+        have_isal = False
     reg_proc, host = start_registry(work)
     results: dict[str, float] = {}
     try:
@@ -223,6 +228,12 @@ def main() -> None:
                 [*sqsh, "build", "-q", "--pipeline", pipeline, "--cache-dir", str(cache),
                  "--work-dir", str(work), ref], env)
             shutil.rmtree(cache)
+        if have_isal:
+            cache = work / "cache-zlib"
+            results["sqshbuild stream cold, standard zlib (no python-isal)"] = timed(
+                [*sqsh, "build", "-q", "--cache-dir", str(cache), ref],
+                dict(env, SQSHBUILD_NO_ISAL="1"))
+            shutil.rmtree(cache)
         results["floor mksquashfs zstd-3 (again)"] = timed(
             mksquashfs_argv(str(rootfs), str(work / "floor.sqsh"), zstd))
 
@@ -256,7 +267,9 @@ def main() -> None:
         f"{os.cpu_count()} CPUs (shared with other work), `python3 bench/bench_sqshbuild.py "
         f"--size-gb {args.size_gb}`. Registry: Debian docker-registry on loopback. "
         "One run each, side by side; the floor ran before and after the builds (the lower "
-        "is used).",
+        "is used). Gzip layers inflated with "
+        + ("python-isal (installed)" if have_isal else "the standard zlib (python-isal absent)")
+        + ".",
         "",
         f"Image: {len(plan)} layers, {compressed / mb:.0f} MiB compressed, "
         f"{unpacked / mb:.0f} MiB unpacked, {nfiles} files (small files 4-64 KiB, large "

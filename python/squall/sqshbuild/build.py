@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -61,10 +62,14 @@ class BuildOptions:
     arch: str = ""
     squash: SquashOptions = field(default_factory=SquashOptions)
     insecure: tuple[str, ...] = ()
-    jobs: int = 4
+    jobs: int = 0  # parallel downloads; 0 = default_jobs()
     work_dir: Path | None = None
     offline_ok: bool = True
     reporter: Reporter = field(default_factory=Reporter)
+    timings: dict[str, float] = field(default_factory=dict)  # filled in: stage -> seconds
+
+    def mark(self, stage: str, since: float) -> None:
+        self.timings[stage] = round(time.monotonic() - since, 3)
 
 
 @dataclass
@@ -76,6 +81,13 @@ class BuildResult:
     seconds: float
     sidecar: dict[str, Any]
     pipeline: str = ""
+
+
+def default_jobs() -> int:
+    """Each download also inflates its layer (CPU-bound): two per core up to four, and at
+    least two (measured in bench/results/sqshbuild.md: on 2 cores, 2 beat 4)."""
+    n = os.cpu_count() or 1
+    return 2 if n <= 2 else min(4, n)
 
 
 def build(ref_text: str, opts: BuildOptions) -> BuildResult:
@@ -152,10 +164,13 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
             "platform": manifest.platform or _platform_of(config, platform),
         }
         # The merge starts on the top layer while the lower ones are still downloading.
-        pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
+        pool = ThreadPoolExecutor(max_workers=opts.jobs or default_jobs())
         try:
+            t0 = time.monotonic()
             futures = layers_cache.submit_all(pool, client, manifest.layers,
                                               rep.download_advance)
+            for f in futures:
+                f.add_done_callback(lambda _f: opts.mark("layers_ready", t0))
             layers = [Layer(d.digest, resolve=f.result)
                       for d, f in zip(manifest.layers, futures, strict=True)]
             result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
@@ -225,10 +240,12 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
     opts.reporter.stage(f"squashing ({pipeline}, {opts.squash.describe()})")
     opts.reporter.squash_start(len(layers))
     try:
+        t0 = time.monotonic()
         if pipeline == "stream":
             _squash_stream(layers, files, probe, tmp, opts)
         else:
             _squash_unpack(layers, files, probe, tmp, opts)
+        opts.mark("squash_done", t0)
         sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        versions=dict(sorted(probe.found.items())),
                        squash={"pipeline": pipeline, "compressor": opts.squash.compressor,
@@ -264,11 +281,14 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     assert proc.stdin is not None
+    _grow_pipe(proc.stdin.fileno())
     err_text = ""
     sink = TarSink(proc.stdin, opts.reporter.squash_advance)  # type: ignore[arg-type]
     try:
+        t0 = time.monotonic()
         merge_layers(layers, sink, files.as_synthetic(), [files.workdir], probe)
         proc.stdin.close()
+        opts.mark("merge_done", t0)
     except BrokenPipeError:
         sink.abort()
     except BaseException:
@@ -288,13 +308,30 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
         raise squash_error("tar2sqfs", rc, err_text, str(out))
 
 
+def _grow_pipe(fd: int) -> None:
+    """A bigger pipe lets Python and tar2sqfs run in parallel instead of taking turns."""
+    try:
+        size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except (OSError, ValueError):
+        size = 1 << 20
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, min(size, 8 << 20))
+    except OSError:
+        pass
+
+
+F_SETPIPE_SZ = 1031
+
+
 def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: VersionProbe,
                    out: Path, opts: BuildOptions) -> None:
     work = Path(tempfile.mkdtemp(prefix="sqshbuild-rootfs-", dir=opts.work_dir))
     try:
         rootfs = work / "rootfs"
+        t0 = time.monotonic()
         merge_layers(layers, DirSink(rootfs, opts.reporter.squash_advance),
                      files.as_synthetic(), [files.workdir], probe)
+        opts.mark("merge_done", t0)
         argv = mksquashfs_argv(str(rootfs), str(out), opts.squash)
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
                               stdout=None if opts.squash.progress else subprocess.DEVNULL,

@@ -146,7 +146,8 @@ def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
               show_default=True, help="stream: tar2sqfs, no unpacking; unpack: mksquashfs.")
 @click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST:PORT",
               help="Allow plain HTTP to this registry [env SQSHBUILD_INSECURE_REGISTRIES].")
-@click.option("--jobs", type=int, default=4, show_default=True, help="Parallel downloads.")
+@click.option("--jobs", type=int, default=0,
+              help="Parallel downloads [default: 2 on 2 CPUs, up to 4 with more].")
 @click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Scratch space for dockerd:// and the unpack pipeline [default: TMPDIR].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -164,8 +165,8 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
     else:
         squash = SquashOptions(compressor=compressor, level=level, block_size=block_size,
                                processors=processors, pipeline=pipeline)
-    if jobs < 1:
-        raise SquallError(f"--jobs {jobs}: give at least 1")
+    if jobs < 0:
+        raise SquallError(f"--jobs {jobs}: give at least 1 (or 0 for the default)")
     tty = sys.stderr.isatty() and not quiet and not as_json
     reporter: Reporter
     if tty:
@@ -175,16 +176,17 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
     else:
         reporter = PlainReporter()
     squash = SquashOptions(**{**squash.__dict__, "progress": False})
-    result = build(ref, BuildOptions(cache_dir=cache_dir, output=output, arch=arch,
-                                     squash=squash, insecure=insecure, jobs=jobs,
-                                     work_dir=work_dir, reporter=reporter))
+    bopts = BuildOptions(cache_dir=cache_dir, output=output, arch=arch, squash=squash,
+                         insecure=insecure, jobs=jobs, work_dir=work_dir, reporter=reporter)
+    result = build(ref, bopts)
     if as_json:
         click.echo(json.dumps({"path": str(result.path), "digest": result.digest,
                                "reference": result.reference, "cached": result.cached,
                                "seconds": round(result.seconds, 3),
                                "pipeline": result.pipeline,
                                "size": result.path.stat().st_size,
-                               "versions": result.sidecar.get("versions", {})}))
+                               "versions": result.sidecar.get("versions", {}),
+                               "timings": bopts.timings}))
         return
     if not quiet:
         what = "cached" if result.cached else f"built in {result.seconds:.1f} s"

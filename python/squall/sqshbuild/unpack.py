@@ -337,7 +337,7 @@ class TarSink:
         self._closed = False
 
     def _header(self, info: tarfile.TarInfo) -> None:
-        self._out.write(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
+        self._out.write(info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
 
     def _pad(self, size: int) -> None:
         rest = size % tarfile.BLOCKSIZE
