@@ -13,7 +13,8 @@ and put first on PYTHONPATH), so these tests check this checkout, not whatever t
 image installed; set SQUALL_TEST_INSTALLED=1 to use the installed `mksbatch` instead.
 
 The demo's container section: SQUALL_DEMO_CONTAINER=1 keeps it (the image
-/fsx/images/demo.sqsh must exist), 0 removes it, unset/auto keeps it when that image exists.
+/fsx/images/demo.sqsh, or $SQUALL_DEMO_IMAGE, must exist), 0 removes it, unset/auto keeps it
+when that image exists. The image needs python3 (count.py uses the standard library only).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from .cluster import ROOT, Cluster
 pytestmark = pytest.mark.cluster
 
 DEMO_DIR = ROOT / "sbatch" / "demo"
-DEMO_IMAGE = "/fsx/images/demo.sqsh"
+DEMO_IMAGE = os.environ.get("SQUALL_DEMO_IMAGE", "/fsx/images/demo.sqsh")
 EVERY = 5
 
 
@@ -111,6 +112,7 @@ def demo_recipe(site: Site, steps: int, sleep: float, container: bool, **top: ob
                          f"--final={b}/final.json", f"--log={b}/steps.log"]
     recipe["checkpoint"]["dir"] = f"{b}/ckpt"
     if container:
+        recipe["container"]["image"] = DEMO_IMAGE
         recipe["container"]["workdir"] = b
     else:
         del recipe["container"]
