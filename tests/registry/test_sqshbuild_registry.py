@@ -236,7 +236,9 @@ def test_tampered_blob_is_refused(registry, cache_dir, clean_env):
                           f"{registry.host}/test/tampered:v1"], clean_env, check=False))
     assert "digest mismatch" in err and sha(good) in err
     assert sqsh_files(cache_dir) == []
-    assert not any((cache_dir / "layers" / "sha256").iterdir())
+    layer_dir = cache_dir / "layers" / "sha256"
+    assert not list(layer_dir.glob("*.tar")) and not list(layer_dir.glob("*.partial"))
+    assert not list(layer_dir.glob("*.tmp"))
 
 
 @pytest.mark.parametrize("entries,named", [
@@ -325,6 +327,7 @@ def test_sigkill_mid_build_then_resume(registry, cache_dir, clean_env):
         assert result["cached"] is False
         assert cat(Path(result["path"]), "small") == "s"
         assert slow.gets[sha(small)] == 1  # reused from the layer cache
+        assert slow.gets[sha(image.config_blob())] == 1
         assert (sha(big), f"bytes={got_before}-") in slow.ranges  # resumed, not restarted
         assert len(sqsh_files(cache_dir)) == 1
         assert not list(cache_dir.glob(".building-*"))

@@ -148,13 +148,13 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
         if cache.has(digest):
             return _hit(cache, src, digest, platform, opts, start)
         _clean_dead_temps(cache, digest)
-        config_bytes = client.get_blob(manifest.config.digest)
+        layers_cache = LayerCache(cache.layer_root)
+        config_bytes = layers_cache.config(client, manifest.config.digest)
         try:
             config = json.loads(config_bytes)
         except ValueError:
             raise SquallError(f"config {manifest.config.digest} of {client.name} is not JSON: "
                               "the image is broken; re-push it") from None
-        layers_cache = LayerCache(cache.layer_root)
         rep.stage(f"downloading {len(manifest.layers)} layers")
         rep.download_start(sum(d.size for d in manifest.layers))
         sidecar = {

@@ -210,6 +210,24 @@ class LayerCache:
                 decoder.close()
             tmp.unlink(missing_ok=True)
 
+    def config(self, client: RegistryClient, digest: str) -> bytes:
+        """The image config blob, kept beside the layers so a rerun does not fetch it again."""
+        path = self.dir / f"{_hex(digest)}.config"
+        try:
+            data = path.read_bytes()
+            if "sha256:" + hashlib.sha256(data).hexdigest() == digest:
+                return data
+        except OSError:
+            pass
+        data = client.get_blob(digest)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # only a cache: the build goes on without it
+        return data
+
     def fetch_all(self, client: RegistryClient, descs: list[Descriptor], jobs: int = 4,
                   progress: Progress | None = None) -> list[Path]:
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(descs) or 1))) as pool:

@@ -1,0 +1,179 @@
+"""sqshbuild on the mini cluster: the login node's registry, two nodes building at once, a
+build killed with SIGKILL, and the built image started through the plugin.
+
+The image is assembled on the login node from the node's own binaries (a shell and a few
+tools with their libraries), pushed to ``login:5000`` (Debian's docker-registry, plain HTTP)
+with the registry API, then built by ``sqshbuild`` as the test user.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .cluster import Cluster
+
+pytestmark = pytest.mark.cluster
+
+REGISTRY = "login:5000"
+WORK = "/fsx/squall-tests/sqshbuild"
+IMAGEKIT = Path(__file__).resolve().parents[1] / "registry" / "imagekit.py"
+
+# Run with python3 on the login node: push.py REPO TAG BIG_MB -> prints the manifest digest.
+PUSH = r'''
+import io, json, os, subprocess, sys, tarfile
+sys.path.insert(0, os.path.dirname(__file__))
+from imagekit import Image, Pusher, layer
+
+repo, tag, big_mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+files = {}
+def add(path):
+    real = os.path.realpath(path)
+    files[real.lstrip("/")] = open(real, "rb").read()
+    return real
+bins = []
+for b in ("sh", "env", "cat", "pwd", "echo", "printenv", "ls", "true"):
+    p = subprocess.run(["sh", "-c", f"command -v {b}"], capture_output=True, text=True).stdout
+    if p.strip().startswith("/"):
+        bins.append(add(p.strip()))
+for b in bins:
+    out = subprocess.run(["ldd", b], capture_output=True, text=True).stdout
+    for m in __import__("re").finditer(r"(/\S+) \(0x", out):
+        add(m.group(1))
+entries = [("dir", d) for d in ("usr", "usr/bin", "usr/lib", "etc", "proc", "sys", "dev",
+                                "tmp", "run", "home", "root", "fsx", "work", "var",
+                                "var/spool", "var/spool/slurmd", "gone", "opaque")]
+for name in ("bin", "lib", "lib64", "sbin"):
+    if os.path.islink("/" + name):
+        entries.append(("symlink", name, os.readlink("/" + name)))
+seen = set()
+for path, data in sorted(files.items()):
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        d = "/".join(parts[:i])
+        if d not in seen and d not in {e[1] for e in entries}:
+            entries.append(("dir", d)); seen.add(d)
+    entries.append(("file", path, data, 0o755))
+entries += [("file", "gone/file", "x"), ("file", "opaque/old", "old"),
+            ("file", "etc/os-release", "ID=sqshbuildtest\n")]
+hello = ('#!/bin/sh\necho "hello $GREETING from $(pwd) args:$*"\n')
+middle = layer(("file", ".wh.gone", ""), ("dir", "opaque"), ("file", "opaque/.wh..wh..opq", ""),
+               ("file", "opaque/new", "new"), ("dir", "usr/local"), ("dir", "usr/local/bin"),
+               ("file", "usr/local/bin/hello", hello, 0o755))
+layers = [layer(*entries), middle]
+if big_mb:
+    layers.append(layer(("dir", "big"), ("file", "big/blob", os.urandom(big_mb << 20))))
+config = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "GREETING=from-the-image"],
+          "Entrypoint": ["/usr/local/bin/hello"], "Cmd": ["default-arg"],
+          "WorkingDir": "/work/here"}
+digest = Pusher("http://" + os.environ.get("REGISTRY", "login:5000")).push(
+    repo, tag, Image(layers, config))
+print(json.dumps({"digest": digest, "blobs": sorted(Image(layers, config).blobs())}))
+'''
+
+
+@pytest.fixture(scope="module")
+def tools(cluster: Cluster) -> str:
+    cluster.put(f"{WORK}/imagekit.py", IMAGEKIT.read_text())
+    cluster.put(f"{WORK}/push.py", PUSH)
+    return WORK
+
+
+def push(cluster: Cluster, tools: str, repo: str, big_mb: int = 0) -> dict:
+    res = cluster.run(f"python3 {tools}/push.py {repo} v1 {big_mb}", node="login", timeout=300)
+    return json.loads(res.out.strip().splitlines()[-1])
+
+
+def blob_gets(cluster: Cluster, digests: list[str]) -> dict[str, int]:
+    log = cluster.run("cat /var/log/registry.log", node="login", user="root").out
+    counts = {d: 0 for d in digests}
+    for m in re.finditer(r'"GET /v2/\S+/blobs/(sha256:[0-9a-f]{64}) HTTP', log):
+        if m.group(1) in counts:
+            counts[m.group(1)] += 1
+    assert any(counts.values()), "the registry access log shows no blob GETs: is it enabled?"
+    return counts
+
+
+def sqshbuild(cache: str, ref: str, extra: str = "") -> str:
+    return (f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} sqshbuild build --quiet "
+            f"--cache-dir {cache} {extra} {ref}")
+
+
+def test_two_nodes_build_at_once_one_download(cluster: Cluster, tools: str):
+    repo = f"test/hello-{uuid.uuid4().hex[:8]}"
+    pushed = push(cluster, tools, repo, big_mb=64)
+    cache = f"{WORK}/cache-{uuid.uuid4().hex[:8]}"
+    results = {}
+
+    def build(node: str) -> None:
+        results[node] = cluster.run(sqshbuild(cache, f"{REGISTRY}/{repo}:v1"), node=node,
+                                    timeout=300, check=False)
+
+    threads = [threading.Thread(target=build, args=(n,)) for n in ("node1", "node2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for node, res in results.items():
+        assert res.rc == 0, f"{node}: {res}"
+    paths = {res.out.strip().splitlines()[-1] for res in results.values()}
+    assert paths == {f"{cache}/sha256-{pushed['digest'].split(':')[1]}.sqsh"}
+    host_cache = cluster.fsx_host / cache[len("/fsx/"):]
+    assert len(list(host_cache.glob("*.sqsh"))) == 1
+    assert blob_gets(cluster, pushed["blobs"]) == {d: 1 for d in pushed["blobs"]}
+
+    image = paths.pop()
+    listing = cluster.run(f"unsquashfs -l {image}", node="node3").out
+    assert "squashfs-root/opaque/new" in listing and "squashfs-root/opaque/old" not in listing
+    assert "squashfs-root/gone" not in listing
+    env = cluster.run(f"unsquashfs -cat {image} etc/environment", node="node3").out
+    assert "GREETING=from-the-image" in env
+
+    # The runtime runs the entrypoint (with CMD when no arguments) in WORKDIR ...
+    enroot = "/opt/enroot-test-runtime/bin/enroot"
+    out = cluster.run(f"{enroot} start {image}", node="node3").out
+    assert out.strip().splitlines()[-1] == "hello from-the-image from /work/here args:default-arg"
+    out = cluster.run(f"{enroot} start {image} one two", node="node3").out
+    assert out.strip().splitlines()[-1] == "hello from-the-image from /work/here args:one two"
+    # ... and so does the plugin, from the file and from the registry reference.
+    res = cluster.run(f"srun -N1 -w node3 --container-image={image} printenv GREETING",
+                      timeout=180)
+    assert res.out.strip().splitlines()[-1] == "from-the-image"
+    res = cluster.run(f"srun -N1 -w node1 --container-image={image} --container-entrypoint "
+                      "x y", timeout=180)
+    assert res.out.strip().splitlines()[-1] == "hello from-the-image from /work/here args:x y"
+    res = cluster.run(f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N2 -w node1,node2 "
+                      f"--container-image={REGISTRY}/{repo}:v1 printenv GREETING", timeout=300)
+    assert res.out.split() == ["from-the-image", "from-the-image"]
+
+
+def test_sigkill_mid_build_leaves_nothing_complete_and_rerun_reuses_layers(
+        cluster: Cluster, tools: str):
+    repo = f"test/killed-{uuid.uuid4().hex[:8]}"
+    pushed = push(cluster, tools, repo, big_mb=200)
+    cache = f"{WORK}/cache-{uuid.uuid4().hex[:8]}"
+    ref = f"{REGISTRY}/{repo}:v1"
+    script = f"""
+        {sqshbuild(cache, ref)} >/dev/null 2>&1 & pid=$!
+        for i in $(seq 3000); do
+            ls {cache}/.building-* >/dev/null 2>&1 && break
+            sleep 0.01
+        done
+        kill -KILL $pid; wait $pid; echo "rc=$?"
+        ls {cache}/*.sqsh 2>/dev/null | wc -l
+    """
+    res = cluster.run(script, node="node1", timeout=300)
+    lines = res.out.split()
+    assert lines[0] == "rc=137" and lines[-1] == "0", res  # killed; nothing looks complete
+    host_cache = cluster.fsx_host / cache[len("/fsx/"):]
+    assert list(host_cache.glob(".building-*")), "the build was not killed mid-squash"
+    again = cluster.run(sqshbuild(cache, ref), node="node1", timeout=300)
+    assert again.out.strip().splitlines()[-1].endswith(".sqsh")
+    assert len(list(host_cache.glob("*.sqsh"))) == 1
+    assert not list(host_cache.glob(".building-*"))
+    assert blob_gets(cluster, pushed["blobs"]) == {d: 1 for d in pushed["blobs"]}
