@@ -25,6 +25,7 @@ import platform
 import random
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -169,7 +170,9 @@ def main() -> None:
     ap.add_argument("--size-gb", type=float, default=1.0)
     ap.add_argument("--work", type=Path, default=None, help="scratch dir [default: TMPDIR]")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sqshbuild.md")
-    ap.add_argument("--compressors", default="zstd,zstd15,gzip,lzo-noD")
+    ap.add_argument("--compressors", default="zstd,gzip,lzo-noD,xz",
+                    help="also: zstd15 (zstd's default level 15; slow)")
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if not os.path.exists(REGISTRY_BIN):
         raise SystemExit("docker-registry is not installed: apt install docker-registry")
@@ -190,7 +193,7 @@ def main() -> None:
     except ImportError:
         have_isal = False
     reg_proc, host = start_registry(work)
-    results: dict[str, float] = {}
+    runs: dict[str, list[float]] = {}
     try:
         t = time.monotonic()
         layers = []
@@ -214,28 +217,39 @@ def main() -> None:
         sqsh = [sys.executable, "-c", "from squall.sqshbuild.cli import main; main()"]
         ref = f"{host}/bench/ml:v1"
         zstd = SquashOptions()
-        results["floor mksquashfs zstd-3"] = timed(
-            mksquashfs_argv(str(rootfs), str(work / "floor.sqsh"), zstd))
-        for pipeline in ("stream", "unpack"):
-            cache = work / f"cache-{pipeline}"
+        runs: dict[str, list[float]] = {}
+
+        def measure(name: str, argv: list[str], e: dict[str, str] | None = None) -> None:
+            runs.setdefault(name, []).append(timed(argv, e))
+
+        def build(pipeline: str, cache: Path, e: dict[str, str] | None = None) -> list[str]:
+            return [*sqsh, "build", "-q", "--pipeline", pipeline, "--cache-dir", str(cache),
+                    "--work-dir", str(work), ref]
+
+        # Interleaved repeats of the cases the target is about, so that load from other
+        # work on the machine hits them alike; medians reported.
+        for _ in range(args.repeat):
+            measure("floor: mksquashfs zstd-3 on the unpacked tree",
+                    mksquashfs_argv(str(rootfs), str(work / "floor.sqsh"), zstd))
+            cache = work / "cache-stream"
             shutil.rmtree(cache, ignore_errors=True)
-            results[f"sqshbuild {pipeline} cold"] = timed(
-                [*sqsh, "build", "-q", "--pipeline", pipeline, "--cache-dir", str(cache),
-                 "--work-dir", str(work), ref], env)
+            measure("sqshbuild stream, cold layer cache", build("stream", cache), env)
             for p in cache.glob("*.sqsh"):
                 p.unlink()
-            results[f"sqshbuild {pipeline} warm"] = timed(
-                [*sqsh, "build", "-q", "--pipeline", pipeline, "--cache-dir", str(cache),
-                 "--work-dir", str(work), ref], env)
+            measure("sqshbuild stream, warm layer cache", build("stream", cache), env)
+            shutil.rmtree(cache)
+        for pipeline in ("unpack",):
+            cache = work / f"cache-{pipeline}"
+            measure(f"sqshbuild {pipeline}, cold layer cache", build(pipeline, cache), env)
+            for p in cache.glob("*.sqsh"):
+                p.unlink()
+            measure(f"sqshbuild {pipeline}, warm layer cache", build(pipeline, cache), env)
             shutil.rmtree(cache)
         if have_isal:
             cache = work / "cache-zlib"
-            results["sqshbuild stream cold, standard zlib (no python-isal)"] = timed(
-                [*sqsh, "build", "-q", "--cache-dir", str(cache), ref],
-                dict(env, SQSHBUILD_NO_ISAL="1"))
+            measure("sqshbuild stream, cold, standard zlib (no python-isal)",
+                    build("stream", cache), dict(env, SQSHBUILD_NO_ISAL="1"))
             shutil.rmtree(cache)
-        results["floor mksquashfs zstd-3 (again)"] = timed(
-            mksquashfs_argv(str(rootfs), str(work / "floor.sqsh"), zstd))
 
         sizes: dict[str, tuple[int, float]] = {}
         comp_opts = {
@@ -243,6 +257,7 @@ def main() -> None:
             "zstd15": SquashOptions(level=15),
             "gzip": SquashOptions(compressor="gzip", level=None),
             "lzo-noD": SquashOptions(compressor="lzo", level=None, no_data_compression=True),
+            "xz": SquashOptions(compressor="xz", level=None),
         }
         for name in args.compressors.split(","):
             opts = comp_opts[name]
@@ -251,23 +266,24 @@ def main() -> None:
             sizes[name] = (out.stat().st_size, secs)
             out.unlink()
         cache = work / "cache-compat"
-        results["sqshbuild --enroot-compat cold"] = timed(
-            [*sqsh, "build", "-q", "--enroot-compat", "--cache-dir", str(cache),
+        measure("sqshbuild --enroot-compat (lzo -noD, unpack), cold", [
+            *sqsh, "build", "-q", "--enroot-compat", "--cache-dir", str(cache),
              "--work-dir", str(work), ref], env)
     finally:
         reg_proc.terminate()
         reg_proc.wait()
         shutil.rmtree(work, ignore_errors=True)
 
-    floor = min(results["floor mksquashfs zstd-3"], results["floor mksquashfs zstd-3 (again)"])
+    results = {k: statistics.median(v) for k, v in runs.items()}
+    floor = results["floor: mksquashfs zstd-3 on the unpacked tree"]
     lines = [
         "# sqshbuild benchmark",
         "",
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()}, "
         f"{os.cpu_count()} CPUs (shared with other work), `python3 bench/bench_sqshbuild.py "
         f"--size-gb {args.size_gb}`. Registry: Debian docker-registry on loopback. "
-        "One run each, side by side; the floor ran before and after the builds (the lower "
-        "is used). Gzip layers inflated with "
+        f"Medians of {args.repeat} interleaved runs for the floor and the stream pipeline, one "
+        "run for the others. Gzip layers inflated with "
         + ("python-isal (installed)" if have_isal else "the standard zlib (python-isal absent)")
         + ".",
         "",
@@ -275,11 +291,12 @@ def main() -> None:
         f"{unpacked / mb:.0f} MiB unpacked, {nfiles} files (small files 4-64 KiB, large "
         "random files, whiteouts). Generated and pushed in " + f"{gen:.0f} s.",
         "",
-        "| case | seconds | x floor |",
+        "| case | seconds (each run) | x floor |",
         "|---|---|---|",
     ]
     for k, v in results.items():
-        lines.append(f"| {k} | {v:.1f} | {v / floor:.2f} |")
+        every = ", ".join(f"{x:.1f}" for x in runs[k])
+        lines.append(f"| {k} | {v:.1f} ({every}) | {v / floor:.2f} |")
     lines += ["", "Image size per compressor (mksquashfs on the unpacked tree):", "",
               "| compressor | size MiB | seconds |", "|---|---|---|"]
     for k, (size, secs) in sizes.items():

@@ -333,3 +333,23 @@ def test_sigkill_mid_build_then_resume(registry, cache_dir, clean_env):
         assert not list(cache_dir.glob(".building-*"))
     finally:
         slow.close()
+
+
+def test_layer_without_durable_marker_is_fetched_again(registry, proxy, cache_dir, clean_env):
+    top = layer(("file", "top", "top content"))
+    image = Image([layer(("file", "base", "base content")), top], {"Cmd": ["x"]})
+    registry.pusher.push("test/unsynced", "v1", image)
+    ref = f"{proxy.host}/test/unsynced:v1"
+    first = Path(run(["build", "-q", "--cache-dir", str(cache_dir), ref], clean_env)
+                 .stdout.strip())
+    layer_dir = cache_dir / "layers" / "sha256"
+    hexd = sha(top).split(":")[1]
+    assert (layer_dir / f"{hexd}.ok").exists()
+    # What a crash between rename and fsync could leave: a torn tar without its marker.
+    (layer_dir / f"{hexd}.ok").unlink()
+    (layer_dir / f"{hexd}.tar").write_bytes(b"\0" * 1024)
+    first.unlink()
+    second = Path(run(["build", "-q", "--cache-dir", str(cache_dir), ref], clean_env)
+                  .stdout.strip())
+    assert cat(second, "top") == "top content"
+    assert proxy.gets[sha(top)] == 2 and proxy.gets[image.layers[0] and sha(image.layers[0])] == 1

@@ -165,6 +165,7 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
         }
         # The merge starts on the top layer while the lower ones are still downloading.
         pool = ThreadPoolExecutor(max_workers=opts.jobs or default_jobs())
+        built = False
         try:
             t0 = time.monotonic()
             futures = layers_cache.submit_all(pool, client, manifest.layers,
@@ -174,8 +175,16 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
             layers = [Layer(d.digest, resolve=f.result)
                       for d, f in zip(manifest.layers, futures, strict=True)]
             result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
+            built = True
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            if built:
+                layers_cache.wait_durable()
+            else:
+                try:
+                    layers_cache.wait_durable()
+                except SquallError:
+                    pass  # the build's own error is the one to report
         cache.remember(src.canonical, platform, digest)
     finally:
         lock.release()

@@ -180,6 +180,7 @@ class ImageCache:
             if total <= max_bytes:
                 break
             if not dry_run:
+                (layer_dir / name).with_suffix(".ok").unlink(missing_ok=True)
                 (layer_dir / name).unlink(missing_ok=True)
             removed.append({"layer": f"sha256:{name.removesuffix('.tar')}", "size": size})
             total -= size

@@ -11,7 +11,10 @@ A download in progress is ``<hex>.partial``, guarded by a :class:`SharedLock`
 SIGKILL) leaves the partial file; the next attempt hashes what is there and asks the
 registry for the rest with ``Range: bytes=N-``. The bytes are hashed and decompressed (gzip
 in-process, zstd through ``zstd -dc``) into ``<hex>.tar.tmp`` as they arrive; only when the
-digest matches is that fsynced and renamed to ``<hex>.tar`` (and the partial blob deleted).
+digest matches is that renamed to ``<hex>.tar`` (and the partial blob deleted); the fsync
+follows in the background and ends with an ``<hex>.ok`` marker, so a build never waits on
+the disk for a layer it reads from the page cache, and a crash cannot leave a torn layer
+that looks cached.
 A blob whose digest does not match is deleted and nothing is published.
 """
 
@@ -80,6 +83,8 @@ class LayerCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.dir = root / "sha256"
+        self._sync_pool = ThreadPoolExecutor(max_workers=1)
+        self._syncs: list[Future[None]] = []
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -92,31 +97,66 @@ class LayerCache:
 
 
     def has(self, digest: str) -> bool:
-        return self.path(digest).is_file()
+        return self.path(digest).is_file() and self.ok_path(digest).is_file()
+
+    def ok_path(self, digest: str) -> Path:
+        """Exists once the layer tar is on disk for good (fsynced)."""
+        return self.dir / f"{_hex(digest)}.ok"
 
     def fetch(self, client: RegistryClient, desc: Descriptor,
               progress: Progress | None = None) -> Path:
-        """The cached blob for ``desc``, downloading it if needed (waits for another
-        process that is downloading the same blob)."""
+        """The cached layer tar for ``desc``, downloading it if needed (waits for another
+        process that is downloading the same blob).
+
+        The tar is usable as soon as it is renamed into place; its fsync runs in the
+        background (see :meth:`wait_durable`) and ends with the ``.ok`` marker, and the
+        layer's lock is held until then. A ``.tar`` without ``.ok`` is a crashed build's
+        leftover that may not have reached the disk: it is fetched again."""
         final = self.path(desc.digest)
-        if final.is_file():
+        ok = self.ok_path(desc.digest)
+        if ok.is_file() and final.is_file():
             if progress:
                 progress(desc.size)
             return final
         lock = SharedLock(self.dir / f"{_hex(desc.digest)}.lock")
-        if not lock.acquire(done=final.is_file):
+        if not lock.acquire(done=lambda: ok.is_file() and final.is_file()):
             if progress:
                 progress(desc.size)
             return final
+        handed = False
         try:
-            if final.is_file():
+            if ok.is_file() and final.is_file():
                 if progress:
                     progress(desc.size)
                 return final
+            final.unlink(missing_ok=True)
             self._download(client, desc, final, progress)
+            self._syncs.append(self._sync_pool.submit(self._make_durable, final, ok, lock))
+            handed = True
             return final
         finally:
+            if not handed:
+                lock.release()
+
+    def _make_durable(self, final: Path, ok: Path, lock: SharedLock) -> None:
+        try:
+            fd = os.open(final, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            ok.write_bytes(b"")
+            _fsync_dir(self.dir)
+        except OSError as exc:
+            raise _disk_error(exc, final) from None
+        finally:
             lock.release()
+
+    def wait_durable(self) -> None:
+        """Wait for the background fsyncs (and release their locks); raise their errors."""
+        syncs, self._syncs = self._syncs, []
+        for f in syncs:
+            f.result()
 
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
                   progress: Progress | None) -> None:
@@ -198,8 +238,6 @@ class LayerCache:
                     raise SquallError(f"layer {desc.digest} of {client.name} is empty: "
                                       "re-push the image")
                 decoder.finish()
-                tar_out.flush()
-                os.fsync(tar_out.fileno())
             os.rename(tmp, final)
             partial.unlink(missing_ok=True)
             _fsync_dir(self.dir)
@@ -231,7 +269,9 @@ class LayerCache:
     def fetch_all(self, client: RegistryClient, descs: list[Descriptor], jobs: int = 4,
                   progress: Progress | None = None) -> list[Path]:
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(descs) or 1))) as pool:
-            return [f.result() for f in self.submit_all(pool, client, descs, progress)]
+            paths = [f.result() for f in self.submit_all(pool, client, descs, progress)]
+        self.wait_durable()
+        return paths
 
     def submit_all(self, pool: ThreadPoolExecutor, client: RegistryClient,
                    descs: list[Descriptor], progress: Progress | None = None
