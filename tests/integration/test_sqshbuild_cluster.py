@@ -33,8 +33,13 @@ from imagekit import Image, Pusher, layer
 repo, tag, big_mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
 files = {}
 def add(path):
+    # under its real path, and under its name in the real directory (usr/bin/sh -> dash;
+    # /lib64/ld-linux... reached through the lib64 symlink), never through a symlink
     real = os.path.realpath(path)
-    files[real.lstrip("/")] = open(real, "rb").read()
+    data = open(real, "rb").read()
+    files[real.lstrip("/")] = data
+    named = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    files[named.lstrip("/")] = data
     return real
 bins = []
 for b in ("sh", "env", "cat", "pwd", "echo", "printenv", "ls", "true"):
@@ -147,9 +152,19 @@ def test_two_nodes_build_at_once_one_download(cluster: Cluster, tools: str):
     res = cluster.run(f"srun -N1 -w node1 --container-image={image} --container-entrypoint "
                       "x y", timeout=180)
     assert res.out.strip().splitlines()[-1] == "hello from-the-image from /work/here args:x y"
+
+
+def test_plugin_builds_a_registry_reference_once_for_two_nodes(cluster: Cluster, tools: str):
+    """The plugin runs sqshbuild itself (image_cache=/fsx/squall/images); plain HTTP to
+    login:5000 is allowed through the job's SQSHBUILD_INSECURE_REGISTRIES."""
+    repo = f"test/plugin-{uuid.uuid4().hex[:8]}"
+    pushed = push(cluster, tools, repo)
     res = cluster.run(f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N2 -w node1,node2 "
                       f"--container-image={REGISTRY}/{repo}:v1 printenv GREETING", timeout=300)
-    assert res.out.split() == ["from-the-image", "from-the-image"]
+    assert res.out.split() == ["from-the-image", "from-the-image"], res
+    assert blob_gets(cluster, pushed["blobs"]) == {d: 1 for d in pushed["blobs"]}
+    cached = cluster.fsx_host / "squall/images" / f"sha256-{pushed['digest'].split(':')[1]}.sqsh"
+    assert cached.is_file()
 
 
 def test_sigkill_mid_build_leaves_nothing_complete_and_rerun_reuses_layers(

@@ -129,3 +129,16 @@ def test_version_probe():
     assert probe.found == {"cuda": "12.4.1", "cudnn": "9.1.0", "nccl": "2.21.5",
                            "libfabric": "1.22.0amzn1", "aws-ofi-nccl": "1.9.1",
                            "python": "3.12", "pytorch": "2.3.0a0+40ec155e58"}
+
+
+def test_subdirectories_inherit_a_shared_root_mode(tmp_path):
+    import stat
+
+    from squall.sqshbuild.layers import LayerCache
+    root = tmp_path / "shared"
+    root.mkdir()
+    os.chmod(root, 0o2775)
+    cache = ImageCache.open(root)
+    LayerCache(cache.layer_root)
+    for sub in ("index", "locks", "layers", "layers/sha256"):
+        assert stat.S_IMODE((root / sub).stat().st_mode) == 0o2775, sub

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,22 @@ def entry_name(digest: str) -> str:
     if algo != "sha256" or len(hexpart) != 64:
         raise SquallError(f"malformed digest {digest!r}")
     return f"sha256-{hexpart}"
+
+
+def make_shared_dir(path: Path, like: Path) -> None:
+    """mkdir -p, giving new subdirectories the permissions of the cache root: a root made
+    group-writable (``chmod 2775``) for all the job users stays usable by all of them."""
+    try:
+        if path.is_dir():
+            return
+        path.mkdir(parents=True, exist_ok=True)
+        if path != like and like.is_dir():
+            mode = stat.S_IMODE(like.stat().st_mode)
+            if mode & 0o022:
+                os.chmod(path, mode)
+    except OSError as exc:
+        raise SquallError(f"cannot create cache directory {path}: {exc.strerror}; pass "
+                          "--cache-dir (or set SQSHBUILD_CACHE) to a writable place") from None
 
 
 def fsync_dir(path: Path) -> None:
@@ -72,12 +89,7 @@ class ImageCache:
         root = Path(root) if root is not None else default_cache_dir()
         layer_root = Path(os.environ.get(LAYER_CACHE_ENV) or root / "layers")
         for d in (root, root / "index", root / "locks"):
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise SquallError(f"cannot create cache directory {d}: {exc.strerror}; pass "
-                                  "--cache-dir (or set SQSHBUILD_CACHE) to a writable "
-                                  "place") from None
+            make_shared_dir(d, root)
         return cls(root.resolve(), layer_root)
 
     def sqsh(self, digest: str) -> Path:

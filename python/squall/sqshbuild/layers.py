@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 import requests
 
 from squall.errors import SquallError
+from squall.sqshbuild.cache import make_shared_dir
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
 
@@ -85,11 +86,8 @@ class LayerCache:
         self.dir = root / "sha256"
         self._sync_pool = ThreadPoolExecutor(max_workers=1)
         self._syncs: list[Future[None]] = []
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise SquallError(f"cannot create layer cache {self.dir}: {exc.strerror}; set "
-                              "SQSHBUILD_LAYER_CACHE or --cache-dir to a writable place") from None
+        make_shared_dir(root, root.parent)
+        make_shared_dir(self.dir, root)
 
     def path(self, digest: str) -> Path:
         """The uncompressed layer tar."""

@@ -101,7 +101,7 @@ class SharedLock:
         aside = self.path.with_name(f"{self.path.name}.stale.{uuid.uuid4().hex}")
         try:
             os.rename(self.path, aside)
-        except FileNotFoundError:
+        except OSError:  # gone already, or not ours to move (sticky directory)
             return False
         try:
             os.unlink(aside)
