@@ -175,3 +175,47 @@ def test_synthetic_files_win_and_workdir_is_created():
 def test_not_a_tar_is_a_clear_error():
     with pytest.raises(SquallError, match="not a tar archive|truncated or corrupt"):
         merged_tar(layers(b"this is not a tar archive at all" * 40))
+
+
+def file_layers(tmp_path: Path, *tars: bytes) -> list[Layer]:
+    out = []
+    for i, t in enumerate(tars):
+        p = tmp_path / f"layer{i}.tar"
+        p.write_bytes(t)
+        out.append(Layer(f"sha256:{i:064d}", path=p))
+    return out
+
+
+@pytest.mark.parametrize("sink", ["tar", "dir"])
+def test_hard_link_outlives_its_deleted_or_replaced_target(sink, tmp_path):
+    lower = tar_layer(("file", "perl", "old perl"), ("hardlink", "perl5", "perl"),
+                      ("file", "keep", "k"), ("hardlink", "keep2", "keep"))
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    # perl5 deleted, perl replaced by a new file; keep2 still linked to keep
+    ls = file_layers(tmp_path / "one", lower,
+                     tar_layer(("file", ".wh.perl5", "")), tar_layer(("file", "perl", "new perl")))
+    # only the link's target deleted: the link keeps the old content as a file of its own
+    ls2 = file_layers(tmp_path / "two", lower, tar_layer(("file", ".wh.perl", "")))
+    if sink == "tar":
+        got = merged_tar(ls)
+        assert set(got) == {"perl", "keep", "keep2"}
+        assert got["keep2"].islnk()
+        got2 = merged_tar(ls2)
+        assert set(got2) == {"perl5", "keep", "keep2"} and got2["perl5"].isfile()
+        assert got2["perl5"].size == len("old perl")
+    else:
+        merged_dir(ls, tmp_path / "r1")
+        assert (tmp_path / "r1/perl").read_text() == "new perl"
+        assert os.path.samefile(tmp_path / "r1/keep", tmp_path / "r1/keep2")
+        merged_dir(ls2, tmp_path / "r2")
+        assert (tmp_path / "r2/perl5").read_text() == "old perl"
+        assert not (tmp_path / "r2/perl").exists()
+
+
+def test_hard_link_to_a_replaced_target_keeps_its_own_content(tmp_path):
+    lower = tar_layer(("file", "a", "old"), ("hardlink", "b", "a"))
+    upper = tar_layer(("file", "a", "new"))
+    merged_dir(file_layers(tmp_path, lower, upper), tmp_path / "r")
+    assert (tmp_path / "r/a").read_text() == "new"
+    assert (tmp_path / "r/b").read_text() == "old"

@@ -21,6 +21,7 @@ is known to be in the image.
 
 from __future__ import annotations
 
+import copy
 import errno
 import os
 import posixpath
@@ -121,6 +122,12 @@ class _State:
     whiteouts: set[str] = field(default_factory=set)
     opaque: set[str] = field(default_factory=set)
     implicit_dirs: set[str] = field(default_factory=set)  # parents of kept entries
+    origin: dict[str, str] = field(default_factory=dict)  # kept regular file -> its layer
+    open_files: list[BinaryIO] = field(default_factory=list)  # layer files, closed at the end
+
+
+# A hard link kept for the end, with its target's header and data as its own layer had them.
+_Deferred = tuple[Entry, "tuple[tarfile.TarInfo, Span | None] | None"]
 
 
 def _hidden(state: _State, path: str) -> bool:
@@ -154,16 +161,14 @@ def merge_layers(
         state.present[path] = False
         state.implicit_dirs.update(_ancestors(path))
         kept += 1
-    deferred_links: list[Entry] = []
-    for layer in reversed(layers):
-        kept += _merge_one(layer, state, sink, deferred_links, observer)
-    for entry in deferred_links:
-        target = normalise_name(entry.info.linkname, entry.layer)
-        if target is None or state.present.get(target) is not False:
-            raise SquallError(
-                f"layer {entry.layer} has a hard link {entry.path!r} to {entry.info.linkname!r}, "
-                "which is not a file in the image: rebuild the image without the dangling link")
-        sink.add(entry, None)
+    deferred_links: list[_Deferred] = []
+    try:
+        for layer in reversed(layers):
+            kept += _merge_one(layer, state, sink, deferred_links, observer)
+        _write_links(deferred_links, state, sink)
+    finally:
+        for f in state.open_files:
+            f.close()
     for path in ensure_dirs or []:
         parts = [p for p in path.split("/") if p not in ("", ".")]
         if ".." in parts:
@@ -176,8 +181,28 @@ def merge_layers(
     return kept
 
 
-def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Entry],
+def _write_links(deferred_links: list[_Deferred], state: _State, sink: Sink) -> None:
+    for entry, saved in deferred_links:
+        target = normalise_name(entry.info.linkname, entry.layer) or ""
+        if state.origin.get(target) == entry.layer:
+            sink.add(entry, None)  # the target in the image is the one this layer linked
+        elif saved is not None and saved[1] is not None:
+            # The target was deleted or replaced above: the link keeps its own layer's
+            # content, as overlay keeps the inode; it becomes a file of its own.
+            info = copy.copy(saved[0])
+            info.name = entry.path
+            sink.add(Entry(entry.path, info, entry.layer), None, saved[1])
+        elif target in state.origin:
+            sink.add(entry, None)  # streamed layer: link to the file the image has
+        else:
+            raise SquallError(
+                f"layer {entry.layer} has a hard link {entry.path!r} to {entry.info.linkname!r}, "
+                "which is not a file in the image: rebuild the image without the dangling link")
+
+
+def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_Deferred],
                observer: EntryObserver | None) -> int:
+    files_here: dict[str, tuple[tarfile.TarInfo, Span | None]] = {}
     here: dict[str, bool] = {}
     whiteouts: set[str] = set()
     opaque: set[str] = set()
@@ -229,6 +254,8 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Ent
                     continue
                 if info.islnk():
                     normalise_name(info.linkname, layer.digest)
+                elif info.isfile() and fd >= 0:
+                    files_here[path] = (info, (fd, info.offset_data))
                 here[path] = info.isdir()
                 here_parents.update(_ancestors(path))
                 if _hidden(state, path) or path in state.implicit_dirs and not info.isdir():
@@ -243,8 +270,11 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Ent
                 entry = Entry(path, info, layer.digest)
                 kept += 1
                 if info.islnk():
-                    deferred_links.append(entry)
+                    target = normalise_name(info.linkname, layer.digest) or ""
+                    deferred_links.append((entry, files_here.get(target)))
                     continue
+                if info.isfile():
+                    state.origin[path] = layer.digest
                 span = (fd, info.offset_data) if info.isfile() and fd >= 0 else None
                 wants = observer is not None and observer.wants_data(path, info)
                 if wants:  # a small file whose content tells a version
@@ -269,7 +299,10 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[Ent
             if mode == "r:":
                 tar.members = []
     finally:
-        stream.close()
+        if mode == "r:":
+            state.open_files.append(stream)  # hard links may still copy from it
+        else:
+            stream.close()
     for path, is_dir in here.items():
         state.present.setdefault(path, is_dir)
         state.implicit_dirs.update(_ancestors(path))
