@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "container.h"
@@ -139,6 +140,28 @@ static void start_failure(struct sq_container *c, const char *why, char *err, si
 		 tail[0] ? tail : "the runtime printed nothing");
 }
 
+/* waitpid(WUNTRACED) with a deadline: polls, 1 ms apart at first (a start takes
+ * a few hundred ms), then 20 ms. Returns the pid, 0 on timeout, -1 on error. */
+static pid_t wait_stop_or_exit(pid_t pid, int *status, int timeout_s)
+{
+	struct timespec nap = { 0, 1000000 };
+	double deadline = (double)timeout_s;
+	double waited = 0;
+	pid_t got;
+
+	for (;;) {
+		got = waitpid(pid, status, WUNTRACED | WNOHANG);
+		if (got != 0 && !(got < 0 && errno == EINTR))
+			return got;
+		if (timeout_s > 0 && waited >= deadline)
+			return 0;
+		if (waited > 2.0)
+			nap.tv_nsec = 20000000;
+		nanosleep(&nap, NULL);
+		waited += (double)nap.tv_nsec / 1e9;
+	}
+}
+
 int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 		       char *err, size_t errlen)
 {
@@ -171,9 +194,17 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 	if (sq_spawn(r->enroot, (char *const *)argv, r->envp, r->cred, &c->child, err, errlen) < 0)
 		return -1;
 	c->pid = c->child.pid;
-	do {
-		got = waitpid(c->pid, &status, WUNTRACED);
-	} while (got < 0 && errno == EINTR);
+	got = wait_stop_or_exit(c->pid, &status, r->timeout_s);
+	if (got == 0) {
+		snprintf(err, errlen, "container start failed: the runtime did not reach the "
+			 "container's first command within %d s (a wrapper around enroot must exec "
+			 "it, not run it as a child)", r->timeout_s);
+		kill(c->pid, SIGKILL);
+		while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
+			;
+		c->pid = -1;
+		return -1;
+	}
 	if (got != c->pid) {
 		snprintf(err, errlen, "lost track of the runtime (pid %d): %s", (int)c->pid,
 			 strerror(errno));

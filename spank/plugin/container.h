@@ -43,6 +43,7 @@ struct sq_start_request {
 	int remap_root;         /* 1: --root */
 	char *const *envp;      /* the runtime's environment */
 	const struct sq_cred *cred;
+	int timeout_s;          /* give up when the shell has not stopped by then (0: never) */
 };
 
 void sq_container_init(struct sq_container *c);

@@ -10,7 +10,8 @@
  *                 mounts, EFA plan, named container, start the node's one container
  *   task_init     each task, as the user, before exec: raise a kept error, or join
  *                 the container and take its environment
- *   exit          slurmstepd: stop the container, --container-save on node 0
+ *   task_exit     slurmstepd: --container-save on node 0 after its last task
+ *   exit          slurmstepd: stop the container
  *   job_epilog    slurmd: remove the job's named containers (container_scope=job)
  */
 #define _GNU_SOURCE
@@ -49,6 +50,10 @@ SPANK_PLUGIN(squall, 1);
 /* Slurm's special step ids (slurm.h), stable across 22.05 .. 26.05. */
 #define SQ_STEP_BATCH 0xfffffffbU
 #define SQ_STEP_EXTERN 0xfffffffcU
+/* A start that has not reached the container's first command by then never will
+ * (e.g. a wrapper around enroot that does not exec it); hooks may be slow, so be
+ * generous. */
+#define SQ_START_TIMEOUT_S 300
 
 static struct sq_config cfg;
 static int cfg_ready;
@@ -72,6 +77,7 @@ static struct {
 	struct sq_container ctr;
 	int verbose;
 	int entrypoint_log;
+	int saved;                  /* --container-save done */
 } st;
 
 static void fail(const char *msg)
@@ -455,7 +461,7 @@ static void user_init_steps(spank_t sp)
 	req = (struct sq_start_request){ cfg.enroot, st.conf_path,
 					 st.rc_path[0] ? st.rc_path : NULL, st.target,
 					 sq_args.writable, sq_args.remap_root, st.runtime_env,
-					 &cred_user };
+					 &cred_user, SQ_START_TIMEOUT_S };
 	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0)
 		fail(err);
 	sq_phase_end("start container");
@@ -549,6 +555,40 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* --container-save, once per step: on node 0, when its last task has exited. Done here
+ * rather than in exit because Slurm kills every process left in the step (ours
+ * included) once the tasks are gone. The container's files are on disk (a created
+ * container), so its stopped first process does not matter. */
+static void save_if_last_task(spank_t sp)
+{
+	static uint32_t exited;
+	uint32_t local_tasks = 0;
+	struct sq_runtime rt = { cfg.enroot, st.runtime_env, &st.cred_root };
+	const char *container = st.save_container ? st.save_container : st.target;
+	char err[1024];
+
+	if (sq_args.save == NULL || st.nodeid != 0 || st.failed || st.saved || container == NULL)
+		return;
+	if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local_tasks) != ESPANK_SUCCESS ||
+	    ++exited < local_tasks)
+		return;
+	st.saved = 1;
+	if (sq_save_export(&rt, container, sq_args.save, st.jobid, st.stepid, err,
+			   sizeof(err)) < 0)
+		slurm_error("squall: --container-save=%s: %s", sq_args.save, err);
+	else
+		slurm_info("squall: saved the container to %s", sq_args.save);
+}
+
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_context() == S_CTX_REMOTE && st.active)
+		save_if_last_task(sp);
+	return 0;
+}
+
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	char err[1024];
@@ -565,16 +605,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 		unlink(st.rc_path);
 	if (st.save_container != NULL) {
 		struct sq_runtime rt = { cfg.enroot, st.runtime_env, &st.cred_root };
-		if (!st.failed && sq_save_export(&rt, st.save_container, sq_args.save, st.jobid,
-						 st.stepid, err, sizeof(err)) < 0)
-			slurm_error("squall: --container-save=%s: %s", sq_args.save, err);
 		sq_named_remove(&rt, st.save_container, err, sizeof(err));
-	} else if (sq_args.save != NULL && st.target != NULL && sq_args.name != NULL &&
-		   st.nodeid == 0 && !st.failed) {
-		struct sq_runtime rt = { cfg.enroot, st.runtime_env, &st.cred_root };
-		if (sq_save_export(&rt, st.target, sq_args.save, st.jobid, st.stepid, err,
-				   sizeof(err)) < 0)
-			slurm_error("squall: --container-save=%s: %s", sq_args.save, err);
 	}
 	sq_env_free(st.runtime_env);
 	st.runtime_env = NULL;
