@@ -219,3 +219,11 @@ def test_hard_link_to_a_replaced_target_keeps_its_own_content(tmp_path):
     merged_dir(file_layers(tmp_path, lower, upper), tmp_path / "r")
     assert (tmp_path / "r/a").read_text() == "new"
     assert (tmp_path / "r/b").read_text() == "old"
+
+
+def test_duplicate_entry_in_one_layer_keeps_the_first(tmp_path):
+    t = tar_layer(("file", "x", "first"), ("file", "x", "second"))
+    got = merged_tar(layers(t))
+    assert list(got) == ["x"] and got["x"].size == len("first")
+    merged_dir(layers(t), tmp_path / "r")
+    assert (tmp_path / "r/x").read_text() == "first"

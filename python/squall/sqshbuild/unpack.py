@@ -252,6 +252,8 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 if base.startswith(WHITEOUT_PREFIX):
                     whiteouts.add(posixpath.join(parent, base[len(WHITEOUT_PREFIX):]))
                     continue
+                if path in here:
+                    continue  # a second entry for the same path in one layer: first wins
                 if info.islnk():
                     normalise_name(info.linkname, layer.digest)
                 elif info.isfile() and fd >= 0:
