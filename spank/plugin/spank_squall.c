@@ -578,6 +578,14 @@ static void save_if_last_task(spank_t sp)
 		slurm_error("squall: --container-save=%s: %s", sq_args.save, err);
 	else
 		slurm_info("squall: saved the container to %s", sq_args.save);
+	/* The step's own container is not needed any more: stop it (the runtime refuses to
+	 * remove a running one) and remove it now, for the same reason as above. */
+	sq_container_stop(&st.ctr);
+	if (st.save_container != NULL && sq_named_remove(&rt, st.save_container, err,
+							 sizeof(err)) == 0) {
+		free(st.save_container);
+		st.save_container = NULL;
+	}
 }
 
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)

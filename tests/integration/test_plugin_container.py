@@ -152,3 +152,18 @@ def test_named_container_reused_then_refused_or_refreshed_after_image_change(
             break
         time.sleep(0.5)
     assert name not in listed, f"the job epilog left the named container: {listed}"
+
+
+def test_container_save_in_a_multi_node_step_is_written_once(cluster: Cluster,
+                                                             image: str) -> None:
+    tag = time.time_ns()
+    out = f"/fsx/home/squall/saved-{tag}.sqsh"
+    res = srun(cluster, f"-N2 --container-image={image} --container-remap-root "
+                        f"--container-writable --container-save={out}",
+               'echo "written-by-node-$SLURM_NODEID" > /etc/marker')
+    assert res.rc == 0, res
+    assert cluster.run(f"unsquashfs -cat {out} etc/marker").out == "written-by-node-0\n"
+    beside = cluster.run(f"ls -a /fsx/home/squall | grep -c 'saved-{tag}' || true").out.strip()
+    assert beside == "1", "a temporary file was left beside the saved image"
+    listed = cluster.run("/opt/enroot-test-runtime/bin/enroot list", node="node1").out
+    assert "squall@save@" not in listed, listed
