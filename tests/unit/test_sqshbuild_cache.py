@@ -142,3 +142,22 @@ def test_subdirectories_inherit_a_shared_root_mode(tmp_path):
     LayerCache(cache.layer_root)
     for sub in ("index", "locks", "layers", "layers/sha256"):
         assert stat.S_IMODE((root / sub).stat().st_mode) == 0o2775, sub
+
+
+def test_gc_cli(tmp_path):
+    cache = ImageCache.open(tmp_path / "c")
+    tmp = cache.temp_path(D1)
+    tmp.write_bytes(b"x" * 4096)
+    cache.publish(D1, tmp, {"reference": "r"})
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                    "python"))
+    cli = [sys.executable, "-c", "from squall.sqshbuild.cli import main; main()"]
+    proc = subprocess.run([*cli, "gc", "--max-size", "1G", "--cache-dir", str(cache.root)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and "already under" in proc.stdout and cache.has(D1)
+    proc = subprocess.run([*cli, "gc", "--max-size", "1K", "--cache-dir", str(cache.root)],
+                          capture_output=True, text=True, env=env)
+    assert proc.stdout.strip() == f"removed image {D1} (4.0 KiB)" and not cache.has(D1)
+    proc = subprocess.run([*cli, "gc", "--max-size", "lots", "--cache-dir", str(cache.root)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and proc.stderr.startswith("sqshbuild: error: size 'lots'")

@@ -252,7 +252,8 @@ def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> N
         return
     verb = "would remove" if dry_run else "removed"
     for r in removed:
-        click.echo(f"{verb} {r.get('image') or r.get('layer')} ({_human(r['size'])})")
+        kind = "image" if "image" in r else "layer"
+        click.echo(f"{verb} {kind} {r.get(kind)} ({_human(r['size'])})")
     if not removed:
         click.echo(f"cache already under {_human(limit)}")
 
