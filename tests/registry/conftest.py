@@ -249,6 +249,7 @@ class Proxy:
         self.rate = rate  # bytes per second for blob bodies; 0 = unlimited
         self.gets: Counter[str] = Counter()
         self.ranges: list[tuple[str, str]] = []
+        self.cut: dict[str, int] = {}  # digest -> close the connection after N body bytes, once
         self.port = free_port()
         proxy = self
 
@@ -282,12 +283,21 @@ class Proxy:
                 self.end_headers()
                 if method == "HEAD":
                     return
+                cut = proxy.cut.pop(m.group(1), None) if m and method == "GET" else None
+                sent = 0
                 try:
                     for chunk in resp.raw.stream(64 * 1024, decode_content=False):
+                        if cut is not None and sent + len(chunk) >= cut:
+                            self.wfile.write(chunk[:cut - sent])
+                            self.wfile.flush()
+                            self.close_connection = True
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
                         self.wfile.write(chunk)
+                        sent += len(chunk)
                         if proxy.rate and m:
                             time.sleep(len(chunk) / proxy.rate)
-                except (BrokenPipeError, ConnectionResetError):
+                except (BrokenPipeError, ConnectionResetError, OSError):
                     pass
 
             def do_GET(self):

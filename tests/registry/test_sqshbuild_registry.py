@@ -354,3 +354,16 @@ def test_layer_without_durable_marker_is_fetched_again(registry, proxy, cache_di
                   .stdout.strip())
     assert cat(second, "top") == "top content"
     assert proxy.gets[sha(top)] == 2 and proxy.gets[image.layers[0] and sha(image.layers[0])] == 1
+
+
+def test_broken_download_is_retried_and_resumed(registry, proxy, cache_dir, clean_env):
+    big = layer(("file", "big", os.urandom(3 << 20)), compress=False)
+    image = Image([big], {"Cmd": ["x"]})
+    registry.pusher.push("test/flaky", "v1", image)
+    proxy.cut[sha(big)] = 1 << 20  # the first GET dies after 1 MiB
+    out = run(["build", "-q", "--cache-dir", str(cache_dir), f"{proxy.host}/test/flaky:v1"],
+              clean_env)
+    assert Path(out.stdout.strip()).is_file()
+    assert proxy.gets[sha(big)] == 2
+    assert proxy.ranges and proxy.ranges[-1][0] == sha(big)
+    assert proxy.ranges[-1][1].startswith("bytes=") and proxy.ranges[-1][1] != "bytes=0-"
