@@ -84,8 +84,8 @@ class BuildResult:
 
 
 def default_jobs() -> int:
-    """Each download also inflates its layer (CPU-bound): two per core up to four, and at
-    least two (measured in bench/results/sqshbuild.md: on 2 cores, 2 beat 4)."""
+    """Each download also inflates its layer (CPU-bound): 2 on up to 2 CPUs, else up to 4.
+    Measured on the 2-CPU benchmark host: 2 jobs as fast as or faster than 4, 1 slower."""
     n = os.cpu_count() or 1
     return 2 if n <= 2 else min(4, n)
 
