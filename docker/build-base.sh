@@ -42,7 +42,7 @@ chmod +x "$work/rootfs/usr/sbin/policy-rc.d"
 
 echo "build-base: apt-get install ${#packages[@]} packages"
 chroot "$work/rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
-  sh -c 'apt-get update -q && apt-get install -y -q --no-install-recommends "$@" && apt-get clean' \
+  sh -c 'apt-get -o Acquire::Check-Valid-Until=false update -q && apt-get install -y -q --no-install-recommends "$@" && apt-get clean' \
   sh "${packages[@]}" >"$work/apt.log" 2>&1 || {
   tail -n 30 "$work/apt.log" >&2; echo "build-base: apt-get install in the chroot failed (log above)" >&2; exit 1; }
 rm -f "$work/rootfs/usr/sbin/policy-rc.d"
