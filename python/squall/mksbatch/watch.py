@@ -6,11 +6,20 @@ import time
 from collections.abc import Callable
 
 from squall.errors import SquallError
-from squall.slurm import FINAL_UNLESS_REQUEUED, JobInfo, JobNotFound, SlurmClient
+from squall.slurm import (
+    FINAL_UNLESS_REQUEUED,
+    JobInfo,
+    JobNotFound,
+    SlurmClient,
+    SlurmClientError,
+)
 
 # Polls a NODE_FAIL/PREEMPTED state must last before it counts as the end (a --requeue
 # job leaves it for PENDING within one controller pass).
 CONFIRM_POLLS = 3
+# A busy slurmctld (a node just died, a requeue in progress) can time out a query:
+# keep polling through this many failures in a row before giving up.
+MAX_FAILED_POLLS = 30
 
 
 def describe(info: JobInfo) -> str:
@@ -34,6 +43,7 @@ def watch(
     """Poll ``job_id`` until it ends; emit a line per state change, requeue and restart."""
     last: JobInfo | None = None
     unsure = 0
+    failures = 0
     while True:
         try:
             info = client.job(job_id)
@@ -43,6 +53,15 @@ def watch(
             raise SquallError(f"job {job_id} left the controller before its end was seen "
                               f"(last state {last.state}): poll more often or check sacct"
                               ) from None
+        except SlurmClientError as exc:
+            failures += 1
+            if failures > MAX_FAILED_POLLS:
+                raise
+            if failures == 1:
+                emit(f"job {job_id}: Slurm did not answer ({exc}); still watching")
+            sleep(poll)
+            continue
+        failures = 0
         if last is None or info.state != last.state or info.nodes != last.nodes:
             if last is not None and info.restarts > last.restarts:
                 emit(f"job {job_id}: requeued, restart {info.restarts}")

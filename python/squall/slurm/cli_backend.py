@@ -18,6 +18,8 @@ from typing import Any
 from squall.slurm.base import JobInfo, JobNotFound, SlurmClient, SlurmClientError, SlurmVersion
 
 _NOT_FOUND = re.compile(r"invalid job id|does not exist|not found", re.IGNORECASE)
+_NO_JSON = re.compile(r"json|serializer|data_parser|unrecognized option|invalid option",
+                      re.IGNORECASE)
 
 
 class CliSlurmClient(SlurmClient):
@@ -104,11 +106,14 @@ class CliSlurmClient(SlurmClient):
         argv = ["squeue", "--json", f"--jobs={job_id}"]
         proc = self._run(argv)
         if proc.returncode != 0:
-            if _NOT_FOUND.search(self._reason(proc)):
+            reason = self._reason(proc)
+            if _NOT_FOUND.search(reason):
                 return None
-            # A release whose JSON plugin is missing: use plain output from now on.
-            self._use_json = False
-            return None
+            if _NO_JSON.search(reason):
+                # A build without the JSON plugins: use plain output from now on.
+                self._use_json = False
+                return None
+            raise SlurmClientError(f"squeue failed: {reason}")
         try:
             data = json.loads(proc.stdout)
         except json.JSONDecodeError:
