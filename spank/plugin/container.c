@@ -142,6 +142,28 @@ static void start_failure(struct sq_container *c, const char *why, char *err, si
 
 /* waitpid(WUNTRACED) with a deadline: polls, 1 ms apart at first (a start takes
  * a few hundred ms), then 20 ms. Returns the pid, 0 on timeout, -1 on error. */
+/* 1 when /proc/PID/stat says the process is stopped ('T'). A stop is reported by
+ * waitpid only once, and another waiter in slurmstepd may take it: the state in /proc
+ * cannot be taken away. */
+static int proc_stopped(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	paren = strrchr(buf, ')');
+	return paren != NULL && paren[1] == ' ' && paren[2] == 'T';
+}
+
 static pid_t wait_stop_or_exit(pid_t pid, int *status, int timeout_s)
 {
 	struct timespec nap = { 0, 1000000 };
@@ -153,6 +175,10 @@ static pid_t wait_stop_or_exit(pid_t pid, int *status, int timeout_s)
 		got = waitpid(pid, status, WUNTRACED | WNOHANG);
 		if (got != 0 && !(got < 0 && errno == EINTR))
 			return got;
+		if (proc_stopped(pid)) {
+			*status = 0x137f;   /* as waitpid reports a stop by SIGSTOP */
+			return pid;
+		}
 		if (timeout_s > 0 && waited >= deadline)
 			return 0;
 		if (waited > 2.0)
