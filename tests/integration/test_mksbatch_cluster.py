@@ -190,7 +190,8 @@ def test_demo_survives_a_killed_node_and_resumes_from_the_last_checkpoint(
     victim = info["BatchHost"]
     cluster.kill_node(victim)
     try:
-        cluster.wait_node_state(victim, {"DOWN"}, timeout=60)
+        # No wait for DOWN here: the requeue (Restarts=1) is what matters, and on a shared
+        # cluster another session's health check may restart the node before Slurm marks it.
         # Needs the third node: on a cluster shared with other tests this can take longer.
         info = cluster.wait_job(job_id, {"RUNNING"}, timeout=240,
                                 where=lambda i: i.get("Restarts") == "1")
