@@ -59,8 +59,10 @@ test: lint core images
 demo: core images
 	bash docker/demo.sh
 
-bench: core images
-	$(PYTHON) bench/run_all.py
+# Benchmarks write their tables to bench/results/ (run them on a quiet machine).
+bench: core images cluster-up
+	$(PYTHON) bench/bench_container_start.py
+	$(PYTHON) bench/bench_sqshbuild.py
 
 clean:
 	rm -f python/squall/_core*.so python/squall/_core.c
