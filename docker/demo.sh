@@ -31,6 +31,7 @@ chown -R 1000:1000 "$fsx/demo" "$fsx/images"
 login "mksbatch /fsx/demo/demo.yaml -o /fsx/demo/job.sbatch && grep '^#SBATCH' /fsx/demo/job.sbatch"
 
 say "4/6 submit: two nodes, every task in a container started from the .sqsh"
+login "srun -N2 --container-image=/fsx/images/demo.sqsh --container-log=verbose bash -c '. /etc/os-release; echo \$(hostname): \$PRETTY_NAME'"
 jobid=$(login "sbatch --parsable /fsx/demo/job.sbatch")
 echo "job $jobid submitted"
 deadline=$((SECONDS + 120))
