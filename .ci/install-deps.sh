@@ -13,7 +13,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q >/dev/null
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if ! python3 -c 'import squall._core, pytest, docker, ruff' 2>/dev/null; then
+# squall must be importable from this checkout (an editable install of another clone
+# would test that clone's code).
+if ! python3 -c 'import os, sys, squall._core, pytest, docker, ruff
+sys.exit(not squall._core.__file__.startswith(os.getcwd() + "/"))' 2>/dev/null; then
   echo "install-deps: pip install -e .[test]"
   python3 -m pip install -q -U "setuptools>=70" wheel
   python3 -m pip install -q --no-build-isolation -e ".[test]"
