@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 import requests
 
 from squall.errors import SquallError
-from squall.sqshbuild.cache import make_shared_dir
+from squall.sqshbuild.cache import fsync_dir, make_shared_dir
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
 
@@ -63,14 +63,6 @@ def _hex(digest: str) -> str:
     if algo != "sha256" or len(hexpart) != 64 or not all(c in "0123456789abcdef" for c in hexpart):
         raise SquallError(f"unsupported or malformed digest {digest!r}: only sha256 is supported")
     return hexpart
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _disk_error(exc: OSError, path: Path) -> SquallError:
@@ -144,7 +136,7 @@ class LayerCache:
             finally:
                 os.close(fd)
             ok.write_bytes(b"")
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         except OSError as exc:
             raise _disk_error(exc, final) from None
         finally:
@@ -238,7 +230,7 @@ class LayerCache:
                 decoder.finish()
             os.rename(tmp, final)
             partial.unlink(missing_ok=True)
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         except OSError as exc:
             raise _disk_error(exc, final) from None
         finally:
