@@ -131,13 +131,7 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 
 static void start_failure(struct sq_container *c, const char *why, char *err, size_t errlen)
 {
-	char tail[600];
-
-	sq_capture_tail(c->child.err_fd, 3, tail, sizeof(tail));
-	if (tail[0] == '\0')
-		sq_capture_tail(c->child.out_fd, 3, tail, sizeof(tail));
-	snprintf(err, errlen, "container start failed (%s): %s", why,
-		 tail[0] ? tail : "the runtime printed nothing");
+	sq_child_failure(&c->child, "container start", why, err, errlen);
 }
 
 /* waitpid(WUNTRACED) with a deadline: polls, 1 ms apart at first (a start takes

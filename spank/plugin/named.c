@@ -25,13 +25,9 @@ static int enroot_call(const struct sq_runtime *rt, const char *what, const char
 		   errlen) < 0)
 		return -1;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		char why[64], tail[600];
+		char why[64];
 		sq_status_text(status, why, sizeof(why));
-		sq_capture_tail(child.err_fd, 3, tail, sizeof(tail));
-		if (tail[0] == '\0')
-			sq_capture_tail(child.out_fd, 3, tail, sizeof(tail));
-		snprintf(err, errlen, "%s failed (%s): %s", what, why,
-			 tail[0] ? tail : "the runtime printed nothing");
+		sq_child_failure(&child, what, why, err, errlen);
 		sq_child_close(&child);
 		return -1;
 	}

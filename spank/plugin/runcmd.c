@@ -265,3 +265,15 @@ void sq_status_text(int status, char *buf, size_t buflen)
 	else
 		snprintf(buf, buflen, "status 0x%x", (unsigned)status);
 }
+
+void sq_child_failure(const struct sq_child *child, const char *what, const char *why,
+		      char *err, size_t errlen)
+{
+	char tail[600];
+
+	sq_capture_tail(child->err_fd, 3, tail, sizeof(tail));
+	if (tail[0] == '\0')
+		sq_capture_tail(child->out_fd, 3, tail, sizeof(tail));
+	snprintf(err, errlen, "%s failed (%s): %s", what, why,
+		 tail[0] ? tail : "the runtime printed nothing");
+}

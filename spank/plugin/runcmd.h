@@ -49,6 +49,11 @@ void sq_capture_tail(int fd, int n, char *buf, size_t buflen);
 /* The whole capture as a heap string (NULL when empty or on error). */
 char *sq_capture_read(int fd);
 
+/* err = "WHAT failed (WHY): " + the runtime's last lines (stderr, else stdout), so a
+ * failed enroot call always reads the same way on srun's stderr. */
+void sq_child_failure(const struct sq_child *child, const char *what, const char *why,
+		      char *err, size_t errlen);
+
 /* "exit status 3" / "killed by signal 9" */
 void sq_status_text(int status, char *buf, size_t buflen);
 
