@@ -3,39 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "named.h"
 #include "options.h"
-
-/* Run `enroot ARGS...` to completion; 0 when it exited 0, else -1 with err holding
- * "<what> failed (<status>): <last lines>". *out gets stdout when out != NULL. */
-static int enroot_call(const struct sq_runtime *rt, const char *what, const char *const *args,
-		       char **out, char *err, size_t errlen)
-{
-	const char *argv[16];
-	struct sq_child child;
-	int n = 0, status;
-
-	argv[n++] = rt->enroot;
-	for (int i = 0; args[i] != NULL && n < 15; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	if (sq_run(rt->enroot, (char *const *)argv, rt->envp, rt->cred, &status, &child, err,
-		   errlen) < 0)
-		return -1;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		char why[64];
-		sq_status_text(status, why, sizeof(why));
-		sq_child_failure(&child, what, why, err, errlen);
-		sq_child_close(&child);
-		return -1;
-	}
-	if (out != NULL)
-		*out = sq_capture_read(child.out_fd);
-	sq_child_close(&child);
-	return 0;
-}
 
 /* Names from `enroot list`, one per line, that start with prefix: a heap copy of the
  * listing with matching lines kept, separated by '\n'. */
@@ -48,7 +18,7 @@ static int list_prefixed(const struct sq_runtime *rt, const char *prefix, char *
 
 	*names = NULL;
 	*count = 0;
-	if (enroot_call(rt, "enroot list", args, &text, err, errlen) < 0)
+	if (sq_enroot_call(rt, "enroot list", args, &text, err, errlen) < 0)
 		return -1;
 	for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
 	     line = strtok_r(NULL, "\n", &save)) {
@@ -77,13 +47,13 @@ int sq_named_create(const struct sq_runtime *rt, const char *name, const char *i
 		    char *err, size_t errlen)
 {
 	const char *args[] = { "create", "-n", name, image, NULL };
-	return enroot_call(rt, "enroot create", args, NULL, err, errlen);
+	return sq_enroot_call(rt, "enroot create", args, NULL, err, errlen);
 }
 
 int sq_named_remove(const struct sq_runtime *rt, const char *name, char *err, size_t errlen)
 {
 	const char *args[] = { "remove", "-f", name, NULL };
-	return enroot_call(rt, "enroot remove", args, NULL, err, errlen);
+	return sq_enroot_call(rt, "enroot remove", args, NULL, err, errlen);
 }
 
 int sq_named_prepare(const struct sq_runtime *rt, const char *scope, const char *name, int mode,

@@ -16,13 +16,7 @@
 
 #include <stddef.h>
 
-#include "runcmd.h"
-
-struct sq_runtime {
-	const char *enroot;
-	char *const *envp;
-	const struct sq_cred *cred;
-};
+#include "enroot.h"
 
 /* Find or create the container; *target (heap) is the name to start.
  * image_path/identity NULL when no image was given. */

@@ -37,33 +37,22 @@ int sq_save_export(const struct sq_runtime *rt, const char *container, const cha
 		   uint32_t jobid, uint32_t stepid, char *err, size_t errlen)
 {
 	char dir_buf[PATH_MAX], base_buf[PATH_MAX], tmp[PATH_MAX + 64];
-	const char *argv[8];
-	struct sq_child child;
-	int status;
+	const char *args[6];
 
 	snprintf(dir_buf, sizeof(dir_buf), "%s", path);
 	snprintf(base_buf, sizeof(base_buf), "%s", path);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.squall-%u.%u.tmp", dirname(dir_buf), basename(base_buf),
 		 (unsigned)jobid, (unsigned)stepid);
-	argv[0] = rt->enroot;
-	argv[1] = "export";
-	argv[2] = "-f";
-	argv[3] = "-o";
-	argv[4] = tmp;
-	argv[5] = container;
-	argv[6] = NULL;
-	if (sq_run(rt->enroot, (char *const *)argv, rt->envp, rt->cred, &status, &child, err,
-		   errlen) < 0)
-		return -1;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		char why[64];
-		sq_status_text(status, why, sizeof(why));
-		sq_child_failure(&child, "enroot export", why, err, errlen);
-		sq_child_close(&child);
+	args[0] = "export";
+	args[1] = "-f";
+	args[2] = "-o";
+	args[3] = tmp;
+	args[4] = container;
+	args[5] = NULL;
+	if (sq_enroot_call(rt, "enroot export", args, NULL, err, errlen) < 0) {
 		as_user(rt->cred, tmp, NULL);
 		return -1;
 	}
-	sq_child_close(&child);
 	if (as_user(rt->cred, tmp, path) < 0) {
 		snprintf(err, errlen, "cannot move the saved image into place at %s", path);
 		as_user(rt->cred, tmp, NULL);
