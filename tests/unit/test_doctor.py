@@ -6,25 +6,17 @@ import dataclasses
 import json
 import os
 import resource
-import sys
 
 import pytest
+from squall_cli import run_squall
 
-from squall.cli import main
 from squall.efa import detect as efa
 from squall.efa import doctor
 from squall.efa.fake_tree import make_node
 
 
 def run_main(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["squall", "doctor", *args])
-    rc = 0
-    try:
-        main()
-    except SystemExit as exc:
-        rc = exc.code or 0
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return run_squall(monkeypatch, capsys, ["doctor", *args])
 
 
 @pytest.fixture

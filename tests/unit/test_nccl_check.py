@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from squall_cli import run_squall
 
-from squall.cli import main
 from squall.efa import nccl_check
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "nccl-logs"
@@ -18,16 +16,7 @@ EXPECTED = json.loads((CORPUS / "expected.json").read_text())
 
 
 def run_main(monkeypatch, capsys, *args, stdin=None):
-    monkeypatch.setattr(sys, "argv", ["squall", *args])
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    rc = 0
-    try:
-        main()
-    except SystemExit as exc:
-        rc = exc.code or 0
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return run_squall(monkeypatch, capsys, list(args), stdin=stdin)
 
 
 def test_every_log_has_an_expectation():
