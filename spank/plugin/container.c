@@ -14,6 +14,7 @@
 
 #include "container.h"
 #include "pidfd.h"
+#include "procstat.h"
 
 #define STOP_GRACE_MS 10000
 #define KILL_GRACE_MS 3000
@@ -25,6 +26,24 @@ void sq_container_init(struct sq_container *c)
 	c->pidfd = c->ns_user = c->ns_mnt = c->ns_cgroup = c->root_fd = c->cwd_fd = -1;
 	c->child.pid = -1;
 	c->child.out_fd = c->child.err_fd = -1;
+}
+
+/* State and start time from /proc/PID/stat; -1 when the process is gone. */
+static int read_stat(pid_t pid, char *state, unsigned long long *starttime)
+{
+	char path[64], buf[1024];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n <= 0)
+		return -1;
+	return sq_procstat_parse(buf, (size_t)n, state, starttime);
 }
 
 static void close_fd(int *fd)
@@ -108,6 +127,13 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 			 "a Linux kernel 5.3 or newer is needed", (int)c->pid, strerror(errno));
 		return -1;
 	}
+	if (c->starttime == 0) {
+		char state;
+		if (read_stat(c->pid, &state, &c->starttime) < 0) {
+			snprintf(err, errlen, "the container process %d is gone", (int)c->pid);
+			return -1;
+		}
+	}
 	if (open_ns(c->pid, "user", &c->ns_user, err, errlen) < 0 ||
 	    open_ns(c->pid, "mnt", &c->ns_mnt, err, errlen) < 0 ||
 	    open_ns(c->pid, "cgroup", &c->ns_cgroup, err, errlen) < 0)
@@ -141,21 +167,10 @@ static void start_failure(struct sq_container *c, const char *why, char *err, si
  * cannot be taken away. */
 static int proc_stopped(pid_t pid)
 {
-	char path[64], buf[512], *paren;
-	ssize_t n;
-	int fd;
+	unsigned long long start;
+	char state;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	paren = strrchr(buf, ')');
-	return paren != NULL && paren[1] == ' ' && paren[2] == 'T';
+	return read_stat(pid, &state, &start) == 0 && state == 'T';
 }
 
 static pid_t wait_stop_or_exit(pid_t pid, int *status, int timeout_s)
@@ -238,8 +253,38 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 		c->pid = -1;      /* reaped */
 		return -1;
 	}
+	c->owned = 1;
 	if (hold(c, err, errlen) < 0)
 		return -1;
+	return 0;
+}
+
+int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long starttime,
+			char *err, size_t errlen)
+{
+	unsigned long long now = 0;
+	char state;
+
+	c->owned = 0;
+	c->pid = pid;
+	c->starttime = starttime;
+	/* The pidfd first, then the start time: if they match, the pidfd is that process
+	 * (a reused PID has a later start time), and it cannot be swapped afterwards. */
+	c->pidfd = sq_pidfd_open(pid);
+	if (c->pidfd < 0 || read_stat(pid, &state, &now) < 0 || now != starttime ||
+	    state == 'Z' || state == 'X') {
+		sq_container_stop(c);
+		return 1;
+	}
+	if (hold(c, err, errlen) < 0) {
+		sq_container_stop(c);
+		return -1;
+	}
+	/* Everything is opened by path under /proc/PID: still the same process? */
+	if (!sq_container_alive(c)) {
+		sq_container_stop(c);
+		return 1;
+	}
 	return 0;
 }
 
@@ -277,7 +322,9 @@ int sq_container_alive(const struct sq_container *c)
 
 void sq_container_stop(struct sq_container *c)
 {
-	if (c->pidfd >= 0) {
+	if (!c->owned) {
+		/* Attached (or never started): another step owns the process. */
+	} else if (c->pidfd >= 0) {
 		/* Let the stopped shell run on to `exit 0`: the runtime then unmounts. */
 		sq_pidfd_signal(c->pidfd, SIGCONT);
 		if (sq_pidfd_wait_exit(c->pidfd, STOP_GRACE_MS) == 0) {
@@ -287,7 +334,7 @@ void sq_container_stop(struct sq_container *c)
 	} else if (c->pid > 0) {
 		kill(c->pid, SIGKILL);
 	}
-	if (c->pid > 0) {
+	if (c->owned && c->pid > 0) {
 		/* slurmstepd may have reaped it already: ECHILD is fine. */
 		while (waitpid(c->pid, NULL, c->pidfd >= 0 ? WNOHANG : 0) < 0 && errno == EINTR)
 			;
@@ -303,4 +350,6 @@ void sq_container_stop(struct sq_container *c)
 	c->environ_len = 0;
 	sq_child_close(&c->child);
 	c->pid = -1;
+	c->starttime = 0;
+	c->owned = 0;
 }

@@ -10,8 +10,12 @@
  *        namespaces, its root and its working directory, and its environment is read.
  * join:  in each task before exec: setns user, mount, cgroup; chroot to the held root;
  *        chdir to the workdir (or the container's own working directory).
- * stop:  SIGCONT lets the shell exit 0 so the runtime tears down its mounts; SIGKILL if
- *        it does not go within the grace time; the process is reaped.
+ * attach: hold a container another step started and still runs (a named container's
+ *        first process, found through running.h), by its PID and start time: the same
+ *        descriptors as after a start, but not owned.
+ * stop:  owned: SIGCONT lets the shell exit 0 so the runtime tears down its mounts;
+ *        SIGKILL if it does not go within the grace time; the process is reaped.
+ *        attached: the descriptors are closed; the owner's step decides its end.
  */
 #ifndef SQUALL_PLUGIN_CONTAINER_H
 #define SQUALL_PLUGIN_CONTAINER_H
@@ -23,6 +27,8 @@
 
 struct sq_container {
 	pid_t pid;              /* for messages only; use pidfd */
+	unsigned long long starttime;  /* with pid: names the process for a later attach */
+	int owned;              /* 1: this step started it and stops it */
 	int pidfd;
 	int ns_user;            /* -1 when the container shares ours */
 	int ns_mnt;
@@ -50,6 +56,11 @@ void sq_container_init(struct sq_container *c);
 /* 0 ok; -1 with err "container start failed (...): <runtime's last lines>". */
 int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 		       char *err, size_t errlen);
+/* Hold the running container whose first process is pid, started at starttime (clock
+ * ticks since boot, /proc/PID/stat). 0 ok; 1 when that process is gone (nothing held);
+ * -1 with err when it is there but cannot be held. */
+int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long starttime,
+			char *err, size_t errlen);
 /* In a task, before exec. workdir NULL: the container's working directory. */
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);
 /* Release everything; safe on a container that never started. */

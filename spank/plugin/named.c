@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "named.h"
 #include "options.h"
+#include "running.h"
 
 /* Names from `enroot list`, one per line, that start with prefix: a heap copy of the
  * listing with matching lines kept, separated by '\n'. */
@@ -66,12 +68,6 @@ int sq_named_prepare(const struct sq_runtime *rt, const char *scope, const char 
 	int rc = -1;
 
 	*target = NULL;
-	if (mode == SQ_NAME_EXEC) {
-		snprintf(err, errlen, "--container-name=%s:exec: joining a container started by "
-			 "another step is not supported by squall yet: use --container-name=%s "
-			 "(it reuses the container's filesystem)", name, name);
-		return -1;
-	}
 	snprintf(prefix, sizeof(prefix), "squall@%s@%s@", scope, name);
 	if (list_prefixed(rt, prefix, &names, &count, sub, sizeof(sub)) < 0) {
 		snprintf(err, errlen, "--container-name=%s: %s", name, sub);
@@ -118,6 +114,61 @@ int sq_named_prepare(const struct sq_runtime *rt, const char *scope, const char 
 		rc = 0;
 out:
 	free_names(names, count);
+	return rc;
+}
+
+void sq_named_exec_none(const char *name, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "--container-name=%s:exec: no container of that name runs on this "
+		 "node: start it in another step first (e.g. srun --container-name=%s "
+		 "--container-image=IMAGE sleep infinity &), or drop ':exec' to start one here",
+		 name, name);
+}
+
+int sq_named_find_running(const char *runtime_dir, const char *scope, const char *name,
+			  int mode, const char *image_text, const char *identity, char **running,
+			  pid_t *pid, unsigned long long *starttime, char *err, size_t errlen)
+{
+	char prefix[256], wanted[300];
+	char **names;
+	int other = 0, rc = 0;
+
+	*running = NULL;
+	if (mode != SQ_NAME_AUTO && mode != SQ_NAME_EXEC)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "squall@%s@%s@", scope, name);
+	snprintf(wanted, sizeof(wanted), "%s%s", prefix, identity ? identity : "");
+	names = sq_running_names(runtime_dir, prefix);
+	for (size_t i = 0; names != NULL && names[i] != NULL; i++) {
+		pid_t p;
+		unsigned long long t;
+		char proc[64];
+
+		if (sq_running_read(runtime_dir, names[i], &p, &t) < 0)
+			continue;
+		if (identity != NULL && strcmp(names[i], wanted) != 0) {
+			snprintf(proc, sizeof(proc), "/proc/%d", (int)p);
+			other |= access(proc, F_OK) == 0;
+			continue;
+		}
+		if ((*running = strdup(names[i])) == NULL)
+			break;
+		*pid = p;
+		*starttime = t;
+		rc = 1;
+		break;
+	}
+	sq_running_names_free(names);
+	if (rc == 0 && mode == SQ_NAME_EXEC) {
+		if (other)
+			snprintf(err, errlen, "--container-name=%s:exec: the container running on "
+				 "this node was made from a different image than "
+				 "--container-image=%s: drop --container-image to join it as it is",
+				 name, image_text);
+		else
+			sq_named_exec_none(name, err, errlen);
+		rc = -1;
+	}
 	return rc;
 }
 

@@ -6,8 +6,9 @@
  *   init_post_opt srun/sbatch: environment sources, final check, errors on the terminal
  *                 slurmstepd (root): decide whether the step runs in a container,
  *                 create the per-user runtime directory
- *   user_init     slurmstepd, as the user, before any task: resolve the image, check
- *                 mounts, EFA plan, named container, start the node's one container
+ *   user_init     slurmstepd, as the user, before any task: resolve the image, join
+ *                 the named container another step runs, or check mounts, EFA plan,
+ *                 named container, and start the node's one container
  *   task_init     each task, as the user, before exec: raise a kept error, or join
  *                 the container and take its environment
  *   task_exit     slurmstepd: --container-save on node 0 after its last task
@@ -39,6 +40,7 @@
 #include "named.h"
 #include "report.h"
 #include "runcmd.h"
+#include "running.h"
 #include "save.h"
 #include "stepconf.h"
 
@@ -339,6 +341,72 @@ static void mark_job_names(void)
 		close(fd);
 }
 
+/* Flags that only shape a container being started: joining one, they cannot apply. */
+static void warn_ignored_on_join(void)
+{
+	static const struct { int id; const char *flag; } shaping[] = {
+		{ SQ_OPT_MOUNTS, "--container-mounts" },
+		{ SQ_OPT_MOUNT_HOME, "--[no-]container-mount-home" },
+		{ SQ_OPT_REMAP_ROOT, "--[no-]container-remap-root" },
+		{ SQ_OPT_ENTRYPOINT, "--[no-]container-entrypoint" },
+		{ SQ_OPT_WRITABLE, "--container-writable/readonly" },
+		{ SQ_OPT_EFA, "--container-efa" },
+		{ SQ_OPT_NCCL_DEBUG, "--container-nccl-debug" },
+	};
+	char list[512] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(shaping) / sizeof(shaping[0]); i++)
+		if (sq_args.source[shaping[i].id] != SQ_SRC_NONE)
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "",
+					      shaping[i].flag);
+	if (n && n < sizeof(list))
+		snprintf(st.warnings, sizeof(st.warnings), "squall: warning: "
+			 "--container-name=%s joined the container that runs on this node: %s "
+			 "did not apply (they were set when it started)\n", sq_args.name, list);
+}
+
+/* --container-name NAME (auto) or NAME:exec: join the instance another step runs on this
+ * node. 1 joined, 0 none (start one), -1 failed (error kept). */
+static int join_running(const char *scope)
+{
+	char err[1024], *running = NULL;
+	unsigned long long start = 0;
+	pid_t pid = -1;
+	int r;
+
+	r = sq_named_find_running(st.runtime_dir, scope, sq_args.name, sq_args.name_mode,
+				  sq_args.image, st.image.path ? st.image.identity : NULL,
+				  &running, &pid, &start, err, sizeof(err));
+	if (r <= 0) {
+		if (r < 0)
+			fail(err);
+		return r;
+	}
+	r = sq_container_attach(&st.ctr, pid, start, err, sizeof(err));
+	if (r == 1) {
+		/* Its step has ended since: the record is stale. */
+		sq_running_forget(st.runtime_dir, running, pid);
+		free(running);
+		if (sq_args.name_mode != SQ_NAME_EXEC)
+			return 0;
+		sq_named_exec_none(sq_args.name, err, sizeof(err));
+		fail(err);
+		return -1;
+	}
+	if (r < 0) {
+		char msg[1200];
+		snprintf(msg, sizeof(msg), "--container-name=%s: cannot join the container that "
+			 "runs on this node: %s", sq_args.name, err);
+		free(running);
+		fail(msg);
+		return -1;
+	}
+	st.target = running;
+	warn_ignored_on_join();
+	return 1;
+}
+
 static void user_init_steps(spank_t sp)
 {
 	struct sq_image_env ienv;
@@ -382,6 +450,14 @@ static void user_init_steps(spank_t sp)
 			return fail(err);
 	}
 	sq_phase_end("resolve image");
+	if (sq_args.name != NULL) {
+		r = join_running(scope_token(scope, sizeof(scope)));
+		if (r != 0) {
+			if (r > 0)
+				sq_phase_end("join running container");
+			return;
+		}
+	}
 
 	/* 2. the conf file */
 	if (st.stepid == SQ_STEP_BATCH) {
@@ -462,8 +538,14 @@ static void user_init_steps(spank_t sp)
 					 st.rc_path[0] ? st.rc_path : NULL, st.target,
 					 sq_args.writable, sq_args.remap_root, st.runtime_env,
 					 &cred_user, SQ_START_TIMEOUT_S };
-	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0)
+	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0) {
 		fail(err);
+	} else if (sq_args.name != NULL &&
+		   sq_running_record(st.runtime_dir, st.target, st.ctr.pid, st.ctr.starttime,
+				     err, sizeof(err)) < 0) {
+		/* Later steps start their own instance instead of joining: say so. */
+		slurm_info("squall: %s", err);
+	}
 	sq_phase_end("start container");
 out:
 	if (st.conf_path[0]) {
@@ -555,6 +637,14 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* Stop the step's container; a named one this step started is no longer there to join. */
+static void stop_container(void)
+{
+	if (st.ctr.owned && sq_args.name != NULL && st.target != NULL)
+		sq_running_forget(st.runtime_dir, st.target, st.ctr.pid);
+	sq_container_stop(&st.ctr);
+}
+
 /* --container-save, once per step: on node 0, when its last task has exited. Done here
  * rather than in exit because Slurm kills every process left in the step (ours
  * included) once the tasks are gone. The container's files are on disk (a created
@@ -580,7 +670,7 @@ static void save_if_last_task(spank_t sp)
 		slurm_info("squall: saved the container to %s", sq_args.save);
 	/* The step's own container is not needed any more: stop it (the runtime refuses to
 	 * remove a running one) and remove it now, for the same reason as above. */
-	sq_container_stop(&st.ctr);
+	stop_container();
 	if (st.save_container != NULL && sq_named_remove(&rt, st.save_container, err,
 							 sizeof(err)) == 0) {
 		free(st.save_container);
@@ -606,7 +696,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	(void)av;
 	if (spank_context() != S_CTX_REMOTE || !st.active)
 		return 0;
-	sq_container_stop(&st.ctr);
+	stop_container();
 	if (st.conf_path[0])
 		unlink(st.conf_path);
 	if (st.rc_path[0])

@@ -154,6 +154,79 @@ def test_named_container_reused_then_refused_or_refreshed_after_image_change(
     assert name not in listed, f"the job epilog left the named container: {listed}"
 
 
+def wait_file(cluster: Cluster, path: str, timeout: float = 60) -> str:
+    host = cluster.fsx_host / path[len("/fsx/"):]
+    deadline = time.monotonic() + timeout
+    while not (host.exists() and host.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, f"{path} did not appear within {timeout}s"
+        time.sleep(0.2)
+    return host.read_text()
+
+
+def test_named_container_exec_joins_the_container_another_step_runs(cluster: Cluster,
+                                                                     image: str) -> None:
+    tag = time.time_ns()
+    name = f"x{tag}"
+    home = "/fsx/home/squall"
+    ready = f"{home}/exec-{tag}.ready"
+    alloc = cluster.run("salloc -N1 -w node2 --no-shell 2>&1")
+    jobid = alloc.out.split("Granted job allocation ")[1].split()[0]
+    base = f"--jobid={jobid} -N1 --overlap"
+    try:
+        none = srun(cluster, f"{base} --container-name={name}:exec", "true", check=False)
+        assert none.rc != 0
+        assert (f"--container-name={name}:exec: no container of that name runs on this node"
+                in none.err), none
+
+        # The holder: a named container with a bind mount, kept running by `sleep`.
+        inside = f"/held/exec-{tag}.ready"  # {ready}, as the holder sees it
+        hold = (f"echo \"$SLURM_STEP_ID $(readlink /proc/self/ns/mnt)\" > {inside}.tmp && "
+                f"mv {inside}.tmp {inside} && exec sleep 300")
+        cluster.run(f"setsid nohup srun {base} --container-image={image} "
+                    f"--container-name={name} --container-mounts={home}:/held "
+                    f"bash -c {shlex.quote(hold)} > /dev/null 2>&1 < /dev/null &")
+        step, held_ns = wait_file(cluster, ready).split()
+
+        probe = ("readlink /proc/self/ns/mnt; ls /held/exec-*.ready | wc -l; "
+                 "grep ^ID= /etc/os-release")
+        joined = srun(cluster, f"{base} --container-name={name}:exec --container-log=verbose",
+                      probe)
+        ns, held_files, os_id = joined.out.split()
+        assert ns == held_ns and int(held_files) >= 1 and os_id == "ID=squalltest", joined
+        assert "join running container" in joined.err, joined.err
+
+        # Default flag (auto) with the same image joins it too; no_exec starts its own.
+        auto = srun(cluster, f"{base} --container-image={image} --container-name={name}",
+                    "readlink /proc/self/ns/mnt")
+        assert auto.out.strip() == held_ns, auto
+        own = srun(cluster, f"{base} --container-image={image} --container-name={name}:no_exec",
+                   "readlink /proc/self/ns/mnt; ls /held 2>/dev/null | wc -l")
+        own_ns, held_seen = own.out.split()
+        assert own_ns != held_ns and held_seen == "0", own
+
+        # Flags that shape a new container are said not to apply.
+        warned = srun(cluster, f"{base} --container-name={name}:exec --container-mounts=/tmp:/x",
+                      "test -e /x && echo mounted || echo not-mounted")
+        assert warned.out == "not-mounted\n", warned
+        assert "--container-mounts did not apply" in warned.err, warned.err
+
+        # The joiners' ends left the holder running; its end ends the container.
+        listed = cluster.run(f"squeue -h -s -j {jobid} -o %i").out.split()
+        assert f"{jobid}.{step}" in listed, listed
+        cluster.run(f"scancel {jobid}.{step}")
+        for _ in range(60):
+            if f"{jobid}.{step}" not in cluster.run(f"squeue -h -s -j {jobid} -o %i").out:
+                break
+            time.sleep(0.5)
+        gone = srun(cluster, f"{base} --container-name={name}:exec", "true", check=False)
+        assert gone.rc != 0 and "no container of that name runs on this node" in gone.err, gone
+    finally:
+        cluster.run(f"scancel {jobid}")
+    cluster.wait_job(jobid, {"CANCELLED", "COMPLETED"}, timeout=60)
+    left = cluster.run("pgrep -u squall -a sleep || true", node="node2").out
+    assert left == "", f"processes left on node2: {left}"
+
+
 def test_container_save_in_a_multi_node_step_is_written_once(cluster: Cluster,
                                                              image: str) -> None:
     tag = time.time_ns()

@@ -11,7 +11,7 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[2] / "spank" / "core"
 MODULES = ["strbuf", "quote", "imageref", "mounts", "mounts_exist", "env", "config", "options",
-           "conf"]
+           "conf", "procstat"]
 HEX = "0123456789abcdef" * 4
 
 CORPUS = [
@@ -24,6 +24,8 @@ CORPUS = [
     "train:exec", "name:no_exec", "A,B,NCCL_DEBUG", "auto", "require", "off", "quiet",
     "verbose", "INFO", "1", "0", "true", "no", "runtime_path=/run/squall", "efa=off",
     "PATH=/usr/bin", "A=1", "KEY=a=b",
+    "4242 (sh) T 1 2 3 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 2 3 4",
+    "squall-running 1 4242 987654\n", "1 (a) b) R " + "0 " * 19, "squall-running 1 0 5",
     # separators in odd places
     "", ":", "::", ":::", ",", ",,", "a::b", ":x", "x:", "/x:", "/x:/y:", "/a:/b:c:d",
     "/a:/b:ro++rw", "+", "/a:/b:+", "@", "@@", "#", "##", "a#", "#a", "a@", "@a", "a:@:#",

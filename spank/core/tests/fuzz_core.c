@@ -18,6 +18,7 @@
 #include "imageref.h"
 #include "mounts.h"
 #include "options.h"
+#include "procstat.h"
 #include "quote.h"
 #include "strbuf.h"
 
@@ -79,6 +80,19 @@ static void run_one(const char *in)
 		rc = sq_opt_parse_name(in, &name, &mode, err, el);
 		check_err("name", rc, err, el);
 		free(name);
+		{
+			/* An exact-size copy, so that a read past len is caught. */
+			char *exact = malloc(len ? len : 1), state;
+			unsigned long long start;
+			long pid;
+
+			if (exact == NULL)
+				abort();
+			memcpy(exact, in, len);
+			(void)sq_procstat_parse(exact, len, &state, &start);
+			(void)sq_running_parse(exact, len, &pid, &start);
+			free(exact);
+		}
 
 		rc = sq_shell_quote(in, len, &s, err, el);
 		check_err("quote", rc, err, el);

@@ -1,0 +1,79 @@
+/* procstat.c: see procstat.h. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "procstat.h"
+
+#define RECORD_TAG "squall-running 1 "
+
+/* One unsigned decimal number at s[*i..len), at most 20 digits; advances *i. */
+static int read_number(const char *s, size_t len, size_t *i, unsigned long long *out)
+{
+	unsigned long long v = 0;
+	size_t start = *i;
+
+	while (*i < len && s[*i] >= '0' && s[*i] <= '9') {
+		unsigned d = (unsigned)(s[*i] - '0');
+		if (v > (ULLONG_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+		(*i)++;
+	}
+	if (*i == start)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int sq_procstat_parse(const char *text, size_t len, char *state, unsigned long long *starttime)
+{
+	size_t i, paren = len;
+	int field;
+
+	for (i = len; i > 0; i--)
+		if (text[i - 1] == ')') {
+			paren = i - 1;
+			break;
+		}
+	if (paren == len || paren + 3 >= len || text[paren + 1] != ' ')
+		return -1;
+	*state = text[paren + 2];
+	if (*state == ' ' || *state == '\0')
+		return -1;
+	/* Field 3 is the state; skip to field 22, one space between fields. */
+	i = paren + 3;
+	for (field = 3; field < 22; field++) {
+		while (i < len && text[i] != ' ')
+			i++;
+		if (i >= len)
+			return -1;
+		i++;
+	}
+	return read_number(text, len, &i, starttime);
+}
+
+int sq_running_format(long pid, unsigned long long starttime, char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen, RECORD_TAG "%ld %llu\n", pid, starttime);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+int sq_running_parse(const char *text, size_t len, long *pid, unsigned long long *starttime)
+{
+	size_t tag = strlen(RECORD_TAG), i = tag;
+	unsigned long long p;
+
+	if (len < tag || memcmp(text, RECORD_TAG, tag) != 0)
+		return -1;
+	if (read_number(text, len, &i, &p) < 0 || p < 1 || p > INT_MAX)
+		return -1;
+	if (i >= len || text[i++] != ' ' || read_number(text, len, &i, starttime) < 0)
+		return -1;
+	if (i < len && text[i] == '\n')
+		i++;
+	if (i != len)
+		return -1;
+	*pid = (long)p;
+	return 0;
+}

@@ -1,0 +1,25 @@
+/*
+ * procstat.h: know a process again later, by its PID *and* its start time.
+ *
+ * A PID alone can be reused once the process is gone; the pair (PID, start time in
+ * clock ticks since boot, field 22 of /proc/PID/stat) cannot, until a reboot. squall
+ * writes that pair in the record of a running named container, so that a later step
+ * joins the very process that was started, or nothing.
+ */
+#ifndef SQUALL_CORE_PROCSTAT_H
+#define SQUALL_CORE_PROCSTAT_H
+
+#include <stddef.h>
+
+/* Parse the text of /proc/PID/stat. The command name (field 2) is in parentheses and
+ * may hold anything, ')' and spaces included, so fields are counted from the last ')'.
+ * 0 ok (*state: 'R', 'S', 'T', ...; *starttime: field 22), -1 malformed. */
+int sq_procstat_parse(const char *text, size_t len, char *state, unsigned long long *starttime);
+
+/* The record of a running named container: one line "squall-running 1 PID STARTTIME\n".
+ * format: 0 ok, -1 when out is too small. parse: 0 ok, -1 malformed (PID not in
+ * 1..INT_MAX, start time missing, trailing bytes). */
+int sq_running_format(long pid, unsigned long long starttime, char *out, size_t outlen);
+int sq_running_parse(const char *text, size_t len, long *pid, unsigned long long *starttime);
+
+#endif

@@ -1,0 +1,144 @@
+/* running.c: see running.h. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "procstat.h"
+#include "running.h"
+
+#define RECORD_PREFIX "running-"
+
+static void record_path(char *buf, size_t len, const char *dir, const char *name)
+{
+	snprintf(buf, len, "%s/" RECORD_PREFIX "%s", dir, name);
+}
+
+/* 1 when the record names a process that still runs (same PID, same start time). */
+static int record_live(const char *dir, const char *name)
+{
+	char path[64], buf[1024], state;
+	unsigned long long recorded, now;
+	ssize_t n;
+	pid_t pid;
+	int fd;
+
+	if (sq_running_read(dir, name, &pid, &recorded) < 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	return n > 0 && sq_procstat_parse(buf, (size_t)n, &state, &now) == 0 && now == recorded &&
+	       state != 'Z' && state != 'X';
+}
+
+int sq_running_record(const char *dir, const char *name, pid_t pid,
+		      unsigned long long starttime, char *err, size_t errlen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32], line[96];
+	size_t len;
+	int fd;
+
+	/* The first running instance stays the one to join (a no_exec step starts a second
+	 * one of the same container; its end must not hide the first). */
+	if (record_live(dir, name))
+		return 0;
+	if (sq_running_format((long)pid, starttime, line, sizeof(line)) < 0)
+		return snprintf(err, errlen, "cannot format the running-container record"), -1;
+	record_path(path, sizeof(path), dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	len = strlen(line);
+	if (write(fd, line, len) != (ssize_t)len) {
+		close(fd);
+		unlink(tmp);
+		goto fail;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		unlink(tmp);
+		goto fail;
+	}
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot record the running container in %s: %s", dir,
+		 strerror(errno));
+	return -1;
+}
+
+char **sq_running_names(const char *dir, const char *prefix)
+{
+	size_t plen = strlen(RECORD_PREFIX), count = 0;
+	char **names = NULL;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	if (d == NULL)
+		return NULL;
+	while ((e = readdir(d)) != NULL) {
+		const char *name = e->d_name + plen;
+		char **grown;
+
+		if (strncmp(e->d_name, RECORD_PREFIX, plen) != 0 ||
+		    strncmp(name, prefix, strlen(prefix)) != 0 || strstr(name, ".tmp.") != NULL)
+			continue;
+		grown = realloc(names, (count + 2) * sizeof(char *));
+		if (grown == NULL)
+			break;
+		names = grown;
+		if ((names[count] = strdup(name)) == NULL)
+			break;
+		names[++count] = NULL;
+	}
+	closedir(d);
+	return names;
+}
+
+void sq_running_names_free(char **names)
+{
+	for (size_t i = 0; names != NULL && names[i] != NULL; i++)
+		free(names[i]);
+	free(names);
+}
+
+int sq_running_read(const char *dir, const char *name, pid_t *pid,
+		    unsigned long long *starttime)
+{
+	char path[PATH_MAX], buf[128];
+	ssize_t n;
+	long p;
+	int fd;
+
+	record_path(path, sizeof(path), dir, name);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n <= 0 || sq_running_parse(buf, (size_t)n, &p, starttime) < 0)
+		return -1;
+	*pid = (pid_t)p;
+	return 0;
+}
+
+void sq_running_forget(const char *dir, const char *name, pid_t pid)
+{
+	char path[PATH_MAX];
+	unsigned long long start;
+	pid_t recorded;
+
+	if (sq_running_read(dir, name, &recorded, &start) == 0 && recorded == pid) {
+		record_path(path, sizeof(path), dir, name);
+		unlink(path);
+	}
+}

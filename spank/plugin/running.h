@@ -1,0 +1,31 @@
+/*
+ * running.h: which named containers have a running instance on this node.
+ *
+ * The step that starts a named container leaves a record beside its runtime files,
+ * <runtime_dir>/running-<runtime name>, holding the first process's PID and start time
+ * (procstat.h). A later step of the same user with --container-name=NAME (auto) or
+ * NAME:exec finds it there and joins that process's namespaces (container.h attach)
+ * instead of starting another instance. The record goes when its step stops the
+ * container; a stale one (its process gone, or a reused PID) is simply not matched.
+ */
+#ifndef SQUALL_PLUGIN_RUNNING_H
+#define SQUALL_PLUGIN_RUNNING_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Write the record atomically (temp file + rename), unless a record of a live process
+ * is there already: the first instance stays the one to join. 0 ok, -1 with err. */
+int sq_running_record(const char *dir, const char *name, pid_t pid,
+		      unsigned long long starttime, char *err, size_t errlen);
+/* The names (runtime names) of every record in dir that starts with prefix: a NULL-
+ * terminated heap array (free with sq_running_names_free); NULL when there is none. */
+char **sq_running_names(const char *dir, const char *prefix);
+void sq_running_names_free(char **names);
+/* Read one record. 0 ok, -1 none or unreadable. */
+int sq_running_read(const char *dir, const char *name, pid_t *pid,
+		    unsigned long long *starttime);
+/* Remove the record if it still names pid (another step may have replaced it). */
+void sq_running_forget(const char *dir, const char *name, pid_t pid);
+
+#endif
