@@ -39,7 +39,21 @@ def tar_layer(*entries) -> bytes:
     return buf.getvalue()
 
 
+_LAYER_DIR: list[Path] = []  # set by the fixture below: layers are files there
+
+
+@pytest.fixture(autouse=True, params=["stream", "file"])
+def layer_kind(request, tmp_path_factory):
+    """Every test runs on layers read as streams (archives: tarfile) and as files (the layer
+    cache: tarhead's reader and sendfile)."""
+    _LAYER_DIR[:] = [tmp_path_factory.mktemp("layers")] if request.param == "file" else []
+    yield request.param
+    _LAYER_DIR.clear()
+
+
 def layers(*tars: bytes) -> list[Layer]:
+    if _LAYER_DIR:
+        return file_layers(_LAYER_DIR[0] / f"set{len(list(_LAYER_DIR[0].iterdir()))}", *tars)
     return [Layer(f"sha256:{i:064d}", (lambda t=t: io.BytesIO(t))) for i, t in enumerate(tars)]
 
 
@@ -144,6 +158,9 @@ def test_dangling_hardlink_is_an_error():
     ([("file", "/etc/passwd", "x")], "/etc/passwd"),
     ([("symlink", "l", "/"), ("file", "l/etc/passwd", "x")], "l/etc/passwd"),
     ([("file", "l/x", "x"), ("symlink", "l", "/")], "'l'"),
+    ([("file", "l/.wh.x", ""), ("symlink", "l", "/"), ("file", "l/etc/passwd", "x")],
+     "l/etc/passwd"),  # a whiteout below l does not make l a known directory
+    ([("file", "a/b/x", "x"), ("symlink", "a", "/")], "'a'"),
     ([("hardlink", "h", "../../etc/shadow")], "../../etc/shadow"),
 ])
 def test_escapes_are_refused_naming_layer_and_entry(entries, named, tmp_path):
@@ -178,6 +195,7 @@ def test_not_a_tar_is_a_clear_error():
 
 
 def file_layers(tmp_path: Path, *tars: bytes) -> list[Layer]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = []
     for i, t in enumerate(tars):
         p = tmp_path / f"layer{i}.tar"

@@ -27,12 +27,13 @@ import os
 import posixpath
 import shutil
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from squall.errors import SquallError
+from squall.sqshbuild import tarhead
 
 WHITEOUT_PREFIX = ".wh."
 OPAQUE_MARKER = ".wh..wh..opq"
@@ -200,14 +201,21 @@ def _write_links(deferred_links: list[_Deferred], state: _State, sink: Sink) -> 
                 "which is not a file in the image: rebuild the image without the dangling link")
 
 
-def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_Deferred],
-               observer: EntryObserver | None) -> int:
-    files_here: dict[str, tuple[tarfile.TarInfo, Span | None]] = {}
-    here: dict[str, bool] = {}
-    whiteouts: set[str] = set()
-    opaque: set[str] = set()
-    here_parents: set[str] = set()
-    kept = 0
+def _dir_hides(state: _State, d: str, memo: dict[str, bool]) -> bool:
+    """Whether directory ``d`` or one of its ancestors hides what lies below it (a whiteout,
+    an opaque marker, a non-directory above); ``memo`` is valid for one layer."""
+    if not d:
+        return False
+    hides = memo.get(d)
+    if hides is None:
+        hides = (d in state.whiteouts or d in state.opaque or state.present.get(d) is False
+                 or _dir_hides(state, d.rpartition("/")[0], memo))
+        memo[d] = hides
+    return hides
+
+
+def _open_layer(layer: Layer) -> tuple[BinaryIO, Iterable[tarfile.TarInfo], tarfile.TarFile | None]:
+    """The layer's stream, its members, and the TarFile when members come from a stream."""
     if layer.path is None and layer.resolve is not None:
         layer.path = layer.resolve()
     if layer.path is not None:
@@ -216,101 +224,127 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
         except OSError as exc:
             raise SquallError(f"cannot read layer {layer.digest} at {layer.path}: "
                               f"{exc.strerror}") from None
-        mode = "r:"
     elif layer.open is not None:
         stream = layer.open()
-        mode = "r|"
     else:
         raise SquallError(f"layer {layer.digest} has no data")
-    fd = stream.fileno() if layer.path is not None else -1
     try:
-        try:
-            tar = tarfile.open(fileobj=stream, mode=mode, bufsize=COPY_CHUNK)
-        except tarfile.TarError as exc:
-            raise SquallError(f"layer {layer.digest} is not a tar archive ({exc}): "
-                              "the image is corrupt; rebuild or re-push it") from None
-        try:
-            for info in tar:
-                path = normalise_name(info.name, layer.digest)
-                if path is None:
-                    continue
-                base = posixpath.basename(path)
-                parent = posixpath.dirname(path)
+        if layer.path is not None:
+            return stream, tarhead.Reader(stream), None
+        tar = tarfile.open(fileobj=stream, mode="r|", bufsize=COPY_CHUNK)
+        return stream, tar, tar
+    except tarfile.TarError as exc:
+        stream.close()
+        raise SquallError(f"layer {layer.digest} is not a tar archive ({exc}): "
+                          "the image is corrupt; rebuild or re-push it") from None
+    except BaseException:
+        stream.close()
+        raise
+
+
+def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_Deferred],
+               observer: EntryObserver | None) -> int:
+    files_here: dict[str, tuple[tarfile.TarInfo, Span | None]] = {}
+    here: dict[str, bool] = {}
+    whiteouts: set[str] = set()
+    opaque: set[str] = set()
+    # Ancestors of the paths in ``here``. A directory in it passed the check that nothing
+    # above it is a non-directory of this layer, and none can become one (that is refused).
+    here_parents: set[str] = set()
+    hides: dict[str, bool] = {}
+    kept = 0
+    stream, members, tar = _open_layer(layer)
+    fd = stream.fileno() if tar is None else -1
+    digest = layer.digest
+    present, root_opaque = state.present, "" in state.opaque
+    try:
+        for info in members:
+            path = normalise_name(info.name, digest)
+            if path is None:
+                continue
+            parent, _, base = path.rpartition("/")
+            is_dir = info.type == tarfile.DIRTYPE
+            if parent and parent not in here_parents:
                 for anc in _ancestors(path):
                     if here.get(anc) is False:
                         raise SquallError(
-                            f"layer {layer.digest} writes {info.name!r} through "
+                            f"layer {digest} writes {info.name!r} through "
                             f"{anc!r}, which the same layer made a symlink or file: refusing a "
                             "layer that could write outside the image root")
-                if not info.isdir() and path in here_parents:
-                    raise SquallError(
-                        f"layer {layer.digest} turns {info.name!r} into a symlink or file after "
-                        "writing below it: refusing a layer that could write outside the root")
+            if not is_dir and path in here_parents:
+                raise SquallError(
+                    f"layer {digest} turns {info.name!r} into a symlink or file after "
+                    "writing below it: refusing a layer that could write outside the root")
+            if base.startswith(WHITEOUT_PREFIX):
                 if base == OPAQUE_MARKER:
                     opaque.add(parent)
-                    continue
-                if base.startswith(WHITEOUT_PREFIX):
-                    whiteouts.add(posixpath.join(parent, base[len(WHITEOUT_PREFIX):]))
-                    continue
-                if path in here:
-                    continue  # a second entry for the same path in one layer: first wins
-                if info.islnk():
-                    normalise_name(info.linkname, layer.digest)
-                elif info.isfile() and fd >= 0:
-                    files_here[path] = (info, (fd, info.offset_data))
-                here[path] = info.isdir()
-                here_parents.update(_ancestors(path))
-                if _hidden(state, path) or path in state.implicit_dirs and not info.isdir():
-                    continue
-                if "" in state.opaque:
-                    continue
-                if path == "dev" and not info.isdir() or path.startswith("dev/"):
-                    continue
-                if not (info.isfile() or info.isdir() or info.issym() or info.islnk()
-                        or info.isfifo()):
-                    continue  # device nodes and anything else exotic are skipped
-                entry = Entry(path, info, layer.digest)
-                kept += 1
-                if info.islnk():
-                    target = normalise_name(info.linkname, layer.digest) or ""
-                    deferred_links.append((entry, files_here.get(target)))
-                    continue
-                if info.isfile():
-                    state.origin[path] = layer.digest
-                span = (fd, info.offset_data) if info.isfile() and fd >= 0 else None
-                wants = observer is not None and observer.wants_data(path, info)
-                if wants:  # a small file whose content tells a version
-                    if span is not None:
-                        blob = os.pread(fd, info.size, info.offset_data)
-                    else:
-                        member = tar.extractfile(info)
-                        blob = member.read() if member is not None else b""
-                    observer.observe(path, info, blob)  # type: ignore[union-attr]
-                    sink.add(entry, _BytesReader(blob), None)
-                    continue
-                if observer is not None:
-                    observer.observe(path, info, None)
-                if span is None and info.isfile():
-                    sink.add(entry, tar.extractfile(info), None)
                 else:
-                    sink.add(entry, None, span)
-        except tarfile.TarError as exc:
-            raise SquallError(f"layer {layer.digest} is truncated or corrupt ({exc}): "
-                              "delete it from the layer cache and build again") from None
-        finally:
-            if mode == "r:":
-                tar.members = []
+                    whiteouts.add(posixpath.join(parent, base[len(WHITEOUT_PREFIX):]))
+                continue
+            if path in here:
+                continue  # a second entry for the same path in one layer: first wins
+            is_file = info.isfile()
+            if info.type == tarfile.LNKTYPE:
+                normalise_name(info.linkname, digest)
+            elif is_file and fd >= 0:
+                files_here[path] = (info, (fd, info.offset_data))
+            here[path] = is_dir
+            if parent and parent not in here_parents:
+                here_parents.add(parent)
+                here_parents.update(_ancestors(parent))
+            if (path in present or path in state.whiteouts or _dir_hides(state, parent, hides)
+                    or path in state.implicit_dirs and not is_dir):
+                continue
+            if root_opaque:
+                continue
+            if path == "dev" and not is_dir or path.startswith("dev/"):
+                continue
+            if not (is_file or is_dir or info.type in _LINK_OR_FIFO):
+                continue  # device nodes and anything else exotic are skipped
+            entry = Entry(path, info, digest)
+            kept += 1
+            if info.type == tarfile.LNKTYPE:
+                target = normalise_name(info.linkname, digest) or ""
+                deferred_links.append((entry, files_here.get(target)))
+                continue
+            if is_file:
+                state.origin[path] = digest
+            span = (fd, info.offset_data) if is_file and fd >= 0 else None
+            if observer is not None and observer.wants_data(path, info):
+                # a small file whose content tells a version
+                if span is not None:
+                    blob = os.pread(fd, info.size, info.offset_data)
+                else:
+                    assert tar is not None
+                    member = tar.extractfile(info)
+                    blob = member.read() if member is not None else b""
+                observer.observe(path, info, blob)
+                sink.add(entry, _BytesReader(blob), None)
+                continue
+            if observer is not None:
+                observer.observe(path, info, None)
+            if span is None and is_file:
+                assert tar is not None
+                sink.add(entry, tar.extractfile(info), None)
+            else:
+                sink.add(entry, None, span)
+    except tarfile.TarError as exc:
+        raise SquallError(f"layer {digest} is truncated or corrupt ({exc}): "
+                          "delete it from the layer cache and build again") from None
     finally:
-        if mode == "r:":
+        if tar is None:
             state.open_files.append(stream)  # hard links may still copy from it
         else:
             stream.close()
     for path, is_dir in here.items():
-        state.present.setdefault(path, is_dir)
-        state.implicit_dirs.update(_ancestors(path))
+        present.setdefault(path, is_dir)
+    state.implicit_dirs |= here_parents
     state.whiteouts |= whiteouts
     state.opaque |= opaque
     return kept
+
+
+_LINK_OR_FIFO = (tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.FIFOTYPE)
 
 
 class _BytesReader:
@@ -324,21 +358,6 @@ class _BytesReader:
         chunk = self._data[self._pos:self._pos + n]
         self._pos += len(chunk)
         return chunk
-
-
-def _root_header(info: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
-    out = tarfile.TarInfo(path)
-    out.type = info.type
-    out.mode = normalise_mode(info)
-    out.mtime = info.mtime
-    out.uid = out.gid = 0
-    out.uname = out.gname = "root"
-    out.size = info.size if info.isfile() else 0
-    if info.issym():
-        out.linkname = info.linkname
-    elif info.islnk():
-        out.linkname = normalise_name(info.linkname, "") or ""
-    return out
 
 
 _ZEROS = bytes(tarfile.BLOCKSIZE * 2)
@@ -380,16 +399,24 @@ class TarSink:
             self._out.write(bytes(tarfile.BLOCKSIZE - rest))
 
     def add(self, entry: Entry, data: BinaryIO | None, span: Span | None = None) -> None:
-        header = _root_header(entry.info, entry.path)
-        self._header(header)
-        if not header.isfile() or not header.size:
+        """The entry owned by root, its mode normalised, its data from ``span`` or ``data``."""
+        info = entry.info
+        size = info.size if info.isfile() else 0
+        link = ""
+        if info.type == tarfile.SYMTYPE:
+            link = info.linkname
+        elif info.type == tarfile.LNKTYPE:
+            link = normalise_name(info.linkname, "") or ""
+        self._out.write(tarhead.gnu_header(entry.path, info.type, normalise_mode(info), size,
+                                           info.mtime, link))
+        if not size:
             return
         if span is not None and self._fd >= 0:
             self._out.flush()
-            _copy_span(span, header.size, self._fd)
+            _copy_span(span, size, self._fd)
         elif span is not None:
             in_fd, offset = span
-            left = header.size
+            left = size
             while left:
                 chunk = os.pread(in_fd, min(left, COPY_CHUNK), offset)
                 if not chunk:
@@ -398,7 +425,7 @@ class TarSink:
                 offset += len(chunk)
                 left -= len(chunk)
         elif data is not None:
-            left = header.size
+            left = size
             while left:
                 chunk = data.read(min(left, COPY_CHUNK))
                 if not chunk:
@@ -406,9 +433,9 @@ class TarSink:
                                       "layer is truncated; delete it and build again")
                 self._out.write(chunk)
                 left -= len(chunk)
-        self._pad(header.size)
+        self._pad(size)
         if self._on_bytes is not None:
-            self._on_bytes(header.size)
+            self._on_bytes(size)
 
     def add_synthetic(self, path: str, data: bytes, mode: int) -> None:
         info = tarfile.TarInfo(path)

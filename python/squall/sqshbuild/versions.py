@@ -27,6 +27,12 @@ _CUDA_JSON = re.compile(r"(?:^|/)cuda[^/]*/version\.json$")
 _CUDA_TXT = re.compile(r"(?:^|/)cuda[^/]*/version\.txt$")
 
 
+# Every file whose data wants_data asks for ends with one of these...
+_DATA_ENDINGS = ("version.json", "version.txt", ".h", "torch/version.py", ".pc")
+# ...and every name that observe reads a version from holds one of these.
+_NAME_WORDS = (".so.", "aws-ofi-nccl", "lib/python3.")
+
+
 def _vkey(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v))
 
@@ -43,7 +49,7 @@ class VersionProbe:
             self.found[key] = value
 
     def wants_data(self, path: str, info: tarfile.TarInfo) -> bool:
-        if not info.isfile() or info.size > SMALL:
+        if not info.isfile() or info.size > SMALL or not path.endswith(_DATA_ENDINGS):
             return False
         base = posixpath.basename(path)
         return bool(
@@ -53,6 +59,8 @@ class VersionProbe:
             or base in ("libfabric.pc", "aws-ofi-nccl.pc", "nccl-net-ofi.pc"))
 
     def observe(self, path: str, info: tarfile.TarInfo, data: bytes | None) -> None:
+        if data is None and not any(word in path for word in _NAME_WORDS):
+            return  # nothing below can match (checked first: this runs for every entry)
         base = posixpath.basename(path)
         for key, pattern in _SO.items():
             m = pattern.match(base)
