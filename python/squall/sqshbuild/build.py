@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ from squall.errors import SquallError
 from squall.sqshbuild import enroot_files
 from squall.sqshbuild.cache import TMP_PREFIX, ImageCache, entry_name, fsync_dir
 from squall.sqshbuild.layers import LayerCache
+from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
 from squall.sqshbuild.registry import (
     Manifest,
@@ -290,7 +290,7 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     assert proc.stdin is not None
-    _grow_pipe(proc.stdin.fileno())
+    grow_pipe(proc.stdin.fileno())
     err_text = ""
     sink = TarSink(proc.stdin, opts.reporter.squash_advance)  # type: ignore[arg-type]
     try:
@@ -315,21 +315,6 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
     rc = proc.wait()
     if rc != 0:
         raise squash_error("tar2sqfs", rc, err_text, str(out))
-
-
-def _grow_pipe(fd: int) -> None:
-    """A bigger pipe lets Python and tar2sqfs run in parallel instead of taking turns."""
-    try:
-        size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-    except (OSError, ValueError):
-        size = 1 << 20
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, min(size, 8 << 20))
-    except OSError:
-        pass
-
-
-F_SETPIPE_SZ = 1031
 
 
 def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: VersionProbe,

@@ -9,8 +9,8 @@ reclaims first.
 A download in progress is ``<hex>.partial``, guarded by a :class:`SharedLock`
 (``<hex>.lock``) so two builders never write the same file. An interrupted download (error,
 SIGKILL) leaves the partial file; the next attempt hashes what is there and asks the
-registry for the rest with ``Range: bytes=N-``. The bytes are hashed and decompressed (gzip
-in-process, zstd through ``zstd -dc``) into ``<hex>.tar.tmp`` as they arrive; only when the
+registry for the rest with ``Range: bytes=N-``. The bytes are hashed and decompressed
+(:mod:`squall.sqshbuild.inflate`) into ``<hex>.tar.tmp`` as they arrive; only when the
 digest matches is that renamed to ``<hex>.tar`` (and the partial blob deleted); the fsync
 follows in the background and ends with an ``<hex>.ok`` marker, so a build never waits on
 the disk for a layer it reads from the page cache, and a crash cannot leave a torn layer
@@ -23,38 +23,22 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shutil
-import subprocess
 import time
-import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
 
 import requests
 
 from squall.errors import SquallError
 from squall.sqshbuild.cache import fsync_dir, make_shared_dir
+from squall.sqshbuild.inflate import Decoder
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
 
 CHUNK = 1 << 20
 
 
-def _inflate_module() -> Any:
-    """python-isal's zlib (2-3x faster inflate) when installed, else the standard zlib.
-    ``SQSHBUILD_NO_ISAL=1`` forces the standard one (for benchmarks)."""
-    if os.environ.get("SQSHBUILD_NO_ISAL") != "1":
-        try:
-            from isal import isal_zlib  # type: ignore[import-not-found]
-            return isal_zlib
-        except ImportError:
-            pass
-    return zlib
-
-
-_ZLIB = _inflate_module()
 Progress = Callable[[int], None]
 
 
@@ -182,14 +166,14 @@ class LayerCache:
         tmp = final.with_name(final.name + ".tmp")
         hasher = hashlib.sha256()
         have = 0
-        decoder: _Decoder | None = None
+        decoder: Decoder | None = None
         try:
             with open(tmp, "wb") as tar_out:
                 if partial.exists():
                     with open(partial, "rb") as f:
                         while chunk := f.read(CHUNK):
                             if decoder is None:
-                                decoder = _Decoder(chunk, tar_out, desc.digest)
+                                decoder = Decoder(chunk, tar_out, desc.digest)
                             decoder.write(chunk)
                             hasher.update(chunk)
                             have += len(chunk)
@@ -212,7 +196,7 @@ class LayerCache:
                             for chunk in resp.iter_content(CHUNK):
                                 out.write(chunk)
                                 if decoder is None:
-                                    decoder = _Decoder(chunk, tar_out, desc.digest)
+                                    decoder = Decoder(chunk, tar_out, desc.digest)
                                 decoder.write(chunk)
                                 hasher.update(chunk)
                                 if progress:
@@ -272,77 +256,6 @@ class LayerCache:
             if d not in futures:
                 futures[d] = pool.submit(self.fetch, client, d, progress)
         return [futures[d] for d in descs]
-
-
-class _Decoder:
-    """Turns the blob's bytes into the layer tar as they arrive: gzip in-process (zlib
-    releases the GIL, so layers decompress in parallel), zstd through ``zstd -dc``, plain
-    tar as is."""
-
-    def __init__(self, first: bytes, out: BinaryIO, digest: str) -> None:
-        self.out = out
-        self.digest = digest
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.zlib: Any = None
-        self.failed = ""  # reported by finish(), after the digest was checked
-        if first[:2] == b"\x1f\x8b":
-            self.zlib = _ZLIB.decompressobj(wbits=47)
-        elif first[:4] == b"\x28\xb5\x2f\xfd":
-            exe = shutil.which("zstd")
-            if exe is None:
-                raise SquallError(f"layer {digest} is zstd-compressed and zstd is not "
-                                  "installed: apt install zstd")
-            self.proc = subprocess.Popen([exe, "-dc"], stdin=subprocess.PIPE, stdout=out,
-                                         stderr=subprocess.DEVNULL)
-
-    def write(self, chunk: bytes) -> None:
-        if self.failed:
-            return
-        if self.proc is not None:
-            assert self.proc.stdin is not None
-            try:
-                self.proc.stdin.write(chunk)
-            except BrokenPipeError:
-                self.failed = "zstd"
-            return
-        if self.zlib is None:
-            self.out.write(chunk)
-            return
-        try:
-            while chunk:
-                self.out.write(self.zlib.decompress(chunk))
-                if self.zlib.eof:  # multi-member gzip
-                    chunk = self.zlib.unused_data
-                    self.zlib = _ZLIB.decompressobj(wbits=47)
-                else:
-                    chunk = b""
-        except (zlib.error, _ZLIB.error):
-            self.failed = "gzip"
-
-    def finish(self) -> None:
-        if self.failed:
-            self._bad(self.failed)
-        if self.proc is not None:
-            assert self.proc.stdin is not None
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            if self.proc.wait() != 0:
-                self._bad("zstd")
-            self.proc = None
-        elif self.zlib is not None:
-            self.out.write(self.zlib.flush())
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def _bad(self, kind: str) -> None:
-        raise SquallError(f"layer {self.digest} is not valid {kind} data: the image is "
-                          "corrupt; re-push it")
 
 
 class _Retry(Exception):
