@@ -23,8 +23,8 @@ RUN if ls /tmp/enroot-debs/*.deb >/dev/null 2>&1; then \
 COPY . /opt/squall/src
 WORKDIR /opt/squall/src
 RUN pip install -q --break-system-packages --no-build-isolation --no-deps . \
- && if [ -f spank/Makefile ]; then make -C spank install && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf; fi \
- && if [ -f tests/enroot_test_runtime/install.sh ]; then bash tests/enroot_test_runtime/install.sh; fi \
- && rm -rf build
+ && make -C spank install && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf \
+ && bash tests/enroot_test_runtime/install.sh \
+ && rm -rf build spank/build
 WORKDIR /
 ENTRYPOINT ["/usr/local/sbin/squall-node-init"]
