@@ -38,6 +38,7 @@ from squall.sqshbuild.squash import (
 )
 from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
 from squall.sqshbuild.versions import VersionProbe
+from squall.sqshbuild.writeback import EarlyWriteback
 
 VERSION = "0.1.0"
 
@@ -250,10 +251,11 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
     opts.reporter.squash_start(len(layers))
     try:
         t0 = time.monotonic()
-        if pipeline == "stream":
-            _squash_stream(layers, files, probe, tmp, opts)
-        else:
-            _squash_unpack(layers, files, probe, tmp, opts)
+        with EarlyWriteback(tmp):  # the publish fsync then waits for the last blocks only
+            if pipeline == "stream":
+                _squash_stream(layers, files, probe, tmp, opts)
+            else:
+                _squash_unpack(layers, files, probe, tmp, opts)
         opts.mark("squash_done", t0)
         sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        versions=dict(sorted(probe.found.items())),
