@@ -13,6 +13,7 @@ numbers, global PAX headers, the end of the archive, a bad or signed checksum) g
 from __future__ import annotations
 
 import os
+import struct
 import tarfile
 import zlib
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ _ENC = tarfile.ENCODING
 _FAST_TYPES = frozenset(b"01234567\0")
 _REGULAR = frozenset(b"07\0")  # REGTYPE, CONTTYPE, AREGTYPE: data blocks follow
 _SPACES = b" " * 8
+# name mode uid gid size mtime chksum type linkname magic+version uname gname major minor prefix
+_FIELDS = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s155s")
 
 
 def _sum(buf: bytes) -> int:
@@ -38,6 +41,10 @@ def checksum(block: bytes) -> int:
 
 def _octal(field: bytes) -> int:
     """An octal number field; ValueError for anything :func:`tarfile.nti` treats specially."""
+    try:  # the usual "0000644\0": digits, then NULs or spaces
+        return int(field.rstrip(b"\0 ") or b"0", 8)
+    except ValueError:
+        pass
     if field[0] & 0x80:
         raise ValueError("base-256")
     end = field.find(0)
@@ -60,34 +67,36 @@ def parse(block: bytes) -> tarfile.TarInfo | None:
     needs :mod:`tarfile` (any other type, base-256 numbers, checksum mismatch, zeros)."""
     if len(block) != BLOCK or block[156] not in _FAST_TYPES:
         return None
+    (name_b, mode, uid, gid, size, mtime, chk, type_, link_b, _magic, uname, gname, major,
+     minor, prefix) = _FIELDS.unpack_from(block)
     try:
-        chksum = _octal(block[148:156])
+        chksum = _octal(chk)
         if chksum != checksum(block):
             return None
         info = tarfile.TarInfo()
-        info.mode = _octal(block[100:108])
-        info.uid = _octal(block[108:116])
-        info.gid = _octal(block[116:124])
-        info.size = _octal(block[124:136])
-        info.mtime = _octal(block[136:148])
-        info.devmajor = _octal(block[329:337])
-        info.devminor = _octal(block[337:345])
+        info.mode = _octal(mode)
+        info.uid = _octal(uid)
+        info.gid = _octal(gid)
+        info.size = _octal(size)
+        info.mtime = _octal(mtime)
+        info.devmajor = _octal(major)
+        info.devminor = _octal(minor)
     except ValueError:
         return None
     if info.size < 0:
         return None
     info.chksum = chksum
-    info.type = block[156:157]
-    name = _text(block[0:100])
-    info.linkname = _text(block[157:257])
-    info.uname = _text(block[265:297])
-    info.gname = _text(block[297:329])
+    info.type = type_
+    name = _text(name_b)
+    info.linkname = _text(link_b)
+    info.uname = _text(uname)
+    info.gname = _text(gname)
     if info.type == tarfile.AREGTYPE and name.endswith("/"):
         info.type = tarfile.DIRTYPE
     if info.type == tarfile.DIRTYPE:
         name = name.rstrip("/")
-    if block[345] != 0:
-        name = _text(block[345:500]) + "/" + name
+    if prefix[0] != 0:
+        name = _text(prefix) + "/" + name
     info.name = name
     return info
 
