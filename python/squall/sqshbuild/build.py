@@ -67,10 +67,12 @@ class BuildOptions:
     work_dir: Path | None = None
     offline_ok: bool = True
     reporter: Reporter = field(default_factory=Reporter)
-    timings: dict[str, float] = field(default_factory=dict)  # filled in: stage -> seconds
+    # filled in: stage -> seconds since build() started (first time the stage was reached)
+    timings: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
 
-    def mark(self, stage: str, since: float) -> None:
-        self.timings[stage] = round(time.monotonic() - since, 3)
+    def mark(self, stage: str) -> None:
+        self.timings.setdefault(stage, round(time.monotonic() - self.started, 3))
 
 
 @dataclass
@@ -92,7 +94,7 @@ def default_jobs() -> int:
 
 
 def build(ref_text: str, opts: BuildOptions) -> BuildResult:
-    start = time.monotonic()
+    start = opts.started = time.monotonic()
     check_options(opts.squash)
     src = parse_source(ref_text)
     arch = normalise_arch(opts.arch)[0] if opts.arch else host_arch()
@@ -167,12 +169,18 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
         # The merge starts on the top layer while the lower ones are still downloading.
         pool = ThreadPoolExecutor(max_workers=opts.jobs or default_jobs())
         built = False
+        opts.mark("resolved")
         try:
-            t0 = time.monotonic()
             futures = layers_cache.submit_all(pool, client, manifest.layers,
                                               rep.download_advance)
+
+            def layer_ready(_f: object) -> None:
+                opts.mark("first_layer_ready")
+                if all(f.done() for f in futures):
+                    opts.mark("layers_ready")
+
             for f in futures:
-                f.add_done_callback(lambda _f: opts.mark("layers_ready", t0))
+                f.add_done_callback(layer_ready)
             layers = [Layer(d.digest, resolve=f.result)
                       for d, f in zip(manifest.layers, futures, strict=True)]
             result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
@@ -181,6 +189,7 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
             pool.shutdown(wait=True, cancel_futures=True)
             if built:
                 layers_cache.wait_durable()
+                opts.mark("layers_durable")
             else:
                 try:
                     layers_cache.wait_durable()
@@ -250,13 +259,12 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
     opts.reporter.stage(f"squashing ({pipeline}, {opts.squash.describe()})")
     opts.reporter.squash_start(len(layers))
     try:
-        t0 = time.monotonic()
         with EarlyWriteback(tmp):  # the publish fsync then waits for the last blocks only
             if pipeline == "stream":
                 _squash_stream(layers, files, probe, tmp, opts)
             else:
                 _squash_unpack(layers, files, probe, tmp, opts)
-        opts.mark("squash_done", t0)
+        opts.mark("squash_done")
         sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        versions=dict(sorted(probe.found.items())),
                        squash={"pipeline": pipeline, "compressor": opts.squash.compressor,
@@ -269,6 +277,7 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
             path = _publish_to(tmp, out_final, sidecar)
         else:
             path = cache.publish(digest, tmp, sidecar)
+        opts.mark("published")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -296,10 +305,9 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
     err_text = ""
     sink = TarSink(proc.stdin, opts.reporter.squash_advance)  # type: ignore[arg-type]
     try:
-        t0 = time.monotonic()
         merge_layers(layers, sink, files.as_synthetic(), [files.workdir], probe)
         proc.stdin.close()
-        opts.mark("merge_done", t0)
+        opts.mark("merge_done")
     except BrokenPipeError:
         sink.abort()
     except BaseException:
@@ -324,10 +332,9 @@ def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
     work = Path(tempfile.mkdtemp(prefix="sqshbuild-rootfs-", dir=opts.work_dir))
     try:
         rootfs = work / "rootfs"
-        t0 = time.monotonic()
         merge_layers(layers, DirSink(rootfs, opts.reporter.squash_advance),
                      files.as_synthetic(), [files.workdir], probe)
-        opts.mark("merge_done", t0)
+        opts.mark("merge_done")
         argv = mksquashfs_argv(str(rootfs), str(out), opts.squash)
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
                               stdout=None if opts.squash.progress else subprocess.DEVNULL,
