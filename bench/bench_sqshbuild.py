@@ -10,6 +10,8 @@ pushed to Debian's docker-registry on loopback, and then, in the same run, side 
   pipelines (``stream``: tar2sqfs fed the merged tar; ``unpack``: unpack + mksquashfs);
 - image size per compressor.
 
+Each case also reports its CPU seconds, and the cold stream build where its time goes.
+
 Results go to ``bench/results/sqshbuild.md`` (``--out``). Run: ``python3 bench/bench_sqshbuild.py``.
 """
 
@@ -23,6 +25,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -38,10 +41,12 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
+from squall.sqshbuild import inflate  # noqa: E402
 from squall.sqshbuild.squash import SquashOptions, mksquashfs_argv  # noqa: E402
 from squall.sqshbuild.unpack import DirSink, Layer, merge_layers  # noqa: E402
 
 REGISTRY_BIN = "/usr/bin/docker-registry"
+COLD = "sqshbuild stream, cold layer cache"
 
 
 def free_port() -> int:
@@ -157,12 +162,29 @@ def push(host: str, repo: str, tag: str, layers: list[tuple[Path, str, int, str]
     return "sha256:" + hashlib.sha256(manifest).hexdigest()
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (the registry)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None,
+          registry_pid: int = 0) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (the command and everything it waited for, plus the
+    registry's while it ran) and stdout."""
+    cpu = children_cpu() + (proc_cpu(registry_pid) if registry_pid else 0.0)
     t = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t
     if proc.returncode != 0:
         raise SystemExit(f"{argv[:4]} failed: {proc.stderr[-2000:]}")
-    return time.monotonic() - t
+    cpu = children_cpu() + (proc_cpu(registry_pid) if registry_pid else 0.0) - cpu
+    return wall, cpu, proc.stdout
 
 
 def main() -> None:
@@ -172,7 +194,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sqshbuild.md")
     ap.add_argument("--compressors", default="zstd,gzip,lzo-noD,xz",
                     help="also: zstd15 (zstd's default level 15; slow)")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     if not os.path.exists(REGISTRY_BIN):
         raise SystemExit("docker-registry is not installed: apt install docker-registry")
@@ -187,13 +209,11 @@ def main() -> None:
         ("site", int(8000 * scale), [int(40 * mb * scale)], ["base/.wh.pkg000"]),
         ("fix", int(200 * scale), [int(20 * mb * scale)] * 2, ["large/.wh.lib03.so"]),
     ]
-    try:
-        import isal  # noqa: F401
-        have_isal = True
-    except ImportError:
-        have_isal = False
+    inflater = inflate.describe()
     reg_proc, host = start_registry(work)
     runs: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    phases: dict[str, list[float]] = {}
     try:
         t = time.monotonic()
         layers = []
@@ -217,13 +237,19 @@ def main() -> None:
         sqsh = [sys.executable, "-c", "from squall.sqshbuild.cli import main; main()"]
         ref = f"{host}/bench/ml:v1"
         zstd = SquashOptions()
-        runs: dict[str, list[float]] = {}
 
         def measure(name: str, argv: list[str], e: dict[str, str] | None = None) -> None:
-            runs.setdefault(name, []).append(timed(argv, e))
+            wall, cpu, out = timed(argv, e, reg_proc.pid if argv[0] == sys.executable else 0)
+            runs.setdefault(name, []).append(wall)
+            cpus.setdefault(name, []).append(cpu)
+            if name == COLD:
+                result = json.loads(out)
+                for k, v in result["timings"].items():
+                    phases.setdefault(k, []).append(v)
+                phases.setdefault("total (in the process)", []).append(result["seconds"])
 
         def build(pipeline: str, cache: Path, e: dict[str, str] | None = None) -> list[str]:
-            return [*sqsh, "build", "-q", "--pipeline", pipeline, "--cache-dir", str(cache),
+            return [*sqsh, "build", "--json", "--pipeline", pipeline, "--cache-dir", str(cache),
                     "--work-dir", str(work), ref]
 
         # Interleaved repeats of the cases the target is about, so that load from other
@@ -233,7 +259,7 @@ def main() -> None:
                     mksquashfs_argv(str(rootfs), str(work / "floor.sqsh"), zstd))
             cache = work / "cache-stream"
             shutil.rmtree(cache, ignore_errors=True)
-            measure("sqshbuild stream, cold layer cache", build("stream", cache), env)
+            measure(COLD, build("stream", cache), env)
             for p in cache.glob("*.sqsh"):
                 p.unlink()
             measure("sqshbuild stream, warm layer cache", build("stream", cache), env)
@@ -245,9 +271,9 @@ def main() -> None:
                 p.unlink()
             measure(f"sqshbuild {pipeline}, warm layer cache", build(pipeline, cache), env)
             shutil.rmtree(cache)
-        if have_isal:
+        if inflater != "zlib":
             cache = work / "cache-zlib"
-            measure("sqshbuild stream, cold, standard zlib (no python-isal)",
+            measure("sqshbuild stream, cold, in-process zlib (SQSHBUILD_NO_ISAL=1)",
                     build("stream", cache), dict(env, SQSHBUILD_NO_ISAL="1"))
             shutil.rmtree(cache)
 
@@ -262,7 +288,7 @@ def main() -> None:
         for name in args.compressors.split(","):
             opts = comp_opts[name]
             out = work / f"size-{name}.sqsh"
-            secs = timed(mksquashfs_argv(str(rootfs), str(out), opts))
+            secs = timed(mksquashfs_argv(str(rootfs), str(out), opts))[0]
             sizes[name] = (out.stat().st_size, secs)
             out.unlink()
         cache = work / "cache-compat"
@@ -284,19 +310,27 @@ def main() -> None:
         f"--size-gb {args.size_gb}`. Registry: Debian docker-registry on loopback. "
         f"Medians of {args.repeat} interleaved runs for the floor and the stream pipeline, one "
         "run for the others. Gzip layers inflated with "
-        + ("python-isal (installed)" if have_isal else "the standard zlib (python-isal absent)")
-        + ".",
+        + {"igzip": "igzip (Debian isal)", "python-isal": "python-isal (igzip absent)",
+           "zlib": "the standard zlib (igzip and python-isal absent)"}[inflater]
+        + ". CPU: user + system seconds of the command and the tools it ran, plus the "
+        "registry's while sqshbuild ran (medians).",
         "",
         f"Image: {len(plan)} layers, {compressed / mb:.0f} MiB compressed, "
         f"{unpacked / mb:.0f} MiB unpacked, {nfiles} files (small files 4-64 KiB, large "
         "random files, whiteouts). Generated and pushed in " + f"{gen:.0f} s.",
         "",
-        "| case | seconds (each run) | x floor |",
-        "|---|---|---|",
+        "| case | seconds (each run) | x floor | CPU s |",
+        "|---|---|---|---|",
     ]
     for k, v in results.items():
         every = ", ".join(f"{x:.1f}" for x in runs[k])
-        lines.append(f"| {k} | {v:.1f} ({every}) | {v / floor:.2f} |")
+        lines.append(f"| {k} | {v:.1f} ({every}) | {v / floor:.2f} | "
+                     f"{statistics.median(cpus[k]):.1f} |")
+    lines += ["", f"Where the cold stream build's time goes (`--json` timings, medians of "
+              f"{args.repeat}; seconds since the build started, after Python's start):", "",
+              "| phase | seconds |", "|---|---|"]
+    for k, v in phases.items():
+        lines.append(f"| {k} | {statistics.median(v):.2f} |")
     lines += ["", "Image size per compressor (mksquashfs on the unpacked tree):", "",
               "| compressor | size MiB | seconds |", "|---|---|---|"]
     for k, (size, secs) in sizes.items():
