@@ -85,3 +85,21 @@ def test_zstd_and_plain(tmp_path):
     assert decode(blob, tmp_path / "z") == RAW
     with pytest.raises(SquallError, match="not valid zstd data"):
         decode(blob[: len(blob) // 2] + bytes(1000), tmp_path / "z2")
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_a_full_disk_is_a_disk_error_not_corrupt_data(backend, tmp_path, kind):
+    if kind == "zstd" and not shutil.which("zstd"):
+        pytest.skip("zstd is not installed")
+    blob = (gzip.compress(RAW) if kind == "gzip" else
+            subprocess.run(["zstd", "-c"], input=RAW, capture_output=True, check=True).stdout)
+    with open("/dev/full", "wb") as f:
+        dec = inflate.Decoder(blob[:65536], f, "sha256:" + "0" * 64)
+        try:
+            with pytest.raises(OSError) as exc:
+                for i in range(0, len(blob), 65536):
+                    dec.write(blob[i:i + 65536])
+                dec.finish()
+        finally:
+            dec.close()
+    assert not isinstance(exc.value, SquallError)

@@ -10,9 +10,11 @@ beside the download thread's hashing instead of taking turns with it for the GIL
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
+import tempfile
 import zlib
 from typing import Any, BinaryIO
 
@@ -36,6 +38,14 @@ def _zlib_module() -> Any:
         except ImportError:
             pass
     return zlib
+
+
+def _nearly_full(fd: int) -> bool:
+    try:
+        st = os.fstatvfs(fd)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < (64 << 20)
 
 
 def gzip_tool() -> str | None:
@@ -79,10 +89,12 @@ class Decoder:
                 raise SquallError(f"layer {digest} is zstd-compressed and zstd is not "
                                   "installed: apt install zstd")
             argv = [exe, "-dc"]
+        self._err: BinaryIO | None = None
         if argv is not None:
             out.flush()
+            self._err = tempfile.TemporaryFile()  # a file: the tool never blocks on it
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out,
-                                         stderr=subprocess.DEVNULL)
+                                         stderr=self._err)
             assert self.proc.stdin is not None
             grow_pipe(self.proc.stdin.fileno(), 1 << 20)
 
@@ -120,10 +132,23 @@ class Decoder:
             except BrokenPipeError:
                 pass
             if self.proc.wait() != 0:
-                self._bad(self.kind)
+                self._tool_failed(self.proc.args[0])  # type: ignore[index]
             self.proc = None
         elif self.zlib is not None:
             self.out.write(self.zlib.flush())
+
+    def _tool_failed(self, tool: str) -> None:
+        """Bad data, or the tool could not write the tar (disk full): OSError for the latter,
+        so that the caller reports it as a disk problem."""
+        assert self._err is not None
+        self._err.seek(0)
+        text = self._err.read(4096).decode(errors="replace").strip()
+        if "writ" in text.lower() or "no space" in text.lower():
+            full = "no space" in text.lower() or _nearly_full(self.out.fileno())
+            raise OSError(errno.ENOSPC if full else errno.EIO,
+                          f"{os.path.basename(tool)} could not write the layer "
+                          f"({text.splitlines()[-1]})")
+        self._bad(self.kind)
 
     def close(self) -> None:
         """Stop the tool, if one still runs (the download failed)."""
@@ -136,6 +161,9 @@ class Decoder:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+        if self._err is not None:
+            self._err.close()
+            self._err = None
 
     def _bad(self, kind: str) -> None:
         raise SquallError(f"layer {self.digest} is not valid {kind} data: the image is "
