@@ -337,8 +337,19 @@ def main() -> None:
         lines.append(f"| {k} | {size / mb:.0f} | {secs:.1f} |")
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    args.out.write_text(text + kept_reading(args.out))
     print(text)
+
+
+def kept_reading(out: Path) -> str:
+    """The hand-written part of the results file (from its "## Reading" heading on), which a
+    re-run keeps."""
+    try:
+        old = out.read_text()
+    except OSError:
+        return ""
+    at = old.find("\n## Reading")
+    return "\n" + old[at:].lstrip("\n") if at >= 0 else ""
 
 
 if __name__ == "__main__":
