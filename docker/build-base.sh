@@ -2,7 +2,8 @@
 # Build the node base image squall-base:$RELEASE from Debian packages alone:
 # debootstrap a minbase root filesystem, install every package in the chroot
 # (apt resolves what debootstrap's resolver cannot), then `docker import`.
-# Cached: does nothing when the image already exists (FORCE=1 rebuilds).
+# Cached: does nothing when the image exists and was built from the same package list
+# (its label squall.packages); FORCE=1 rebuilds anyway.
 set -euo pipefail
 release=${1:-trixie}
 image="squall-base:${release}"
@@ -14,12 +15,17 @@ case "$release" in
   *) echo "build-base: unknown release '$release': use bookworm (Slurm 22.05), trixie (24.11) or sid (26.05)" >&2; exit 2 ;;
 esac
 
+mapfile -t packages < <(grep -v '^#' "$here/node-packages.txt" | grep -v '^ *$')
+key=$(printf '%s\n' "${packages[@]}" | sort | sha256sum | cut -c1-16)
 if [ "${FORCE:-0}" != 1 ] && docker image inspect "$image" >/dev/null 2>&1; then
-  echo "build-base: $image exists (cached)"
-  exit 0
+  have=$(docker image inspect -f '{{ index .Config.Labels "squall.packages" }}' "$image" 2>/dev/null || true)
+  if [ "$have" = "$key" ]; then
+    echo "build-base: $image exists (cached)"
+    exit 0
+  fi
+  echo "build-base: $image was built from another package list (docker/node-packages.txt changed): rebuilding"
 fi
 
-mapfile -t packages < <(grep -v '^#' "$here/node-packages.txt" | grep -v '^ *$')
 work=$(mktemp -d /var/tmp/squall-rootfs.XXXXXX)
 cleanup() {
   for m in proc sys dev/pts dev; do umount -l "$work/rootfs/$m" 2>/dev/null || true; done
@@ -52,5 +58,6 @@ for m in dev/pts dev sys proc; do umount -l "$work/rootfs/$m"; done
 echo "build-base: docker import as $image"
 tar -C "$work/rootfs" -c . | docker import \
   -c 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  -c "LABEL squall.packages=$key" \
   - "$image" >/dev/null
 echo "build-base: $image ready"
