@@ -126,11 +126,7 @@ class Decoder:
         if self.failed:
             self._bad(self.failed)
         if self.proc is not None:
-            assert self.proc.stdin is not None
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
+            self._close_input()
             if self.proc.wait() != 0:
                 self._tool_failed(self.proc.args[0])  # type: ignore[index]
             self.proc = None
@@ -153,17 +149,20 @@ class Decoder:
     def close(self) -> None:
         """Stop the tool, if one still runs (the download failed)."""
         if self.proc is not None:
-            assert self.proc.stdin is not None
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
+            self._close_input()
             self.proc.kill()
             self.proc.wait()
             self.proc = None
         if self._err is not None:
             self._err.close()
             self._err = None
+
+    def _close_input(self) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
 
     def _bad(self, kind: str) -> None:
         raise SquallError(f"layer {self.digest} is not valid {kind} data: the image is "
