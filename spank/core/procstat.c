@@ -1,7 +1,10 @@
 /* procstat.c: see procstat.h. */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "procstat.h"
 
@@ -51,6 +54,21 @@ int sq_procstat_parse(const char *text, size_t len, char *state, unsigned long l
 		i++;
 	}
 	return read_number(text, len, &i, starttime);
+}
+
+int sq_procstat_read(long pid, char *state, unsigned long long *starttime)
+{
+	char path[64], buf[1024];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	return n > 0 ? sq_procstat_parse(buf, (size_t)n, state, starttime) : -1;
 }
 
 int sq_running_format(long pid, unsigned long long starttime, char *out, size_t outlen)

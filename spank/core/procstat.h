@@ -16,6 +16,9 @@
  * 0 ok (*state: 'R', 'S', 'T', ...; *starttime: field 22), -1 malformed. */
 int sq_procstat_parse(const char *text, size_t len, char *state, unsigned long long *starttime);
 
+/* Read and parse /proc/PID/stat. 0 ok, -1 when the process is gone (or unreadable). */
+int sq_procstat_read(long pid, char *state, unsigned long long *starttime);
+
 /* The record of a running named container: one line "squall-running 1 PID STARTTIME\n".
  * format: 0 ok, -1 when out is too small. parse: 0 ok, -1 malformed (PID not in
  * 1..INT_MAX, start time missing, trailing bytes). */

@@ -28,24 +28,6 @@ void sq_container_init(struct sq_container *c)
 	c->child.out_fd = c->child.err_fd = -1;
 }
 
-/* State and start time from /proc/PID/stat; -1 when the process is gone. */
-static int read_stat(pid_t pid, char *state, unsigned long long *starttime)
-{
-	char path[64], buf[1024];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
-	if (n <= 0)
-		return -1;
-	return sq_procstat_parse(buf, (size_t)n, state, starttime);
-}
-
 static void close_fd(int *fd)
 {
 	if (*fd >= 0)
@@ -129,7 +111,7 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	}
 	if (c->starttime == 0) {
 		char state;
-		if (read_stat(c->pid, &state, &c->starttime) < 0) {
+		if (sq_procstat_read(c->pid, &state, &c->starttime) < 0) {
 			snprintf(err, errlen, "the container process %d is gone", (int)c->pid);
 			return -1;
 		}
@@ -170,7 +152,7 @@ static int proc_stopped(pid_t pid)
 	unsigned long long start;
 	char state;
 
-	return read_stat(pid, &state, &start) == 0 && state == 'T';
+	return sq_procstat_read(pid, &state, &start) == 0 && state == 'T';
 }
 
 static pid_t wait_stop_or_exit(pid_t pid, int *status, int timeout_s)
@@ -271,7 +253,7 @@ int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long st
 	/* The pidfd first, then the start time: if they match, the pidfd is that process
 	 * (a reused PID has a later start time), and it cannot be swapped afterwards. */
 	c->pidfd = sq_pidfd_open(pid);
-	if (c->pidfd < 0 || read_stat(pid, &state, &now) < 0 || now != starttime ||
+	if (c->pidfd < 0 || sq_procstat_read(pid, &state, &now) < 0 || now != starttime ||
 	    state == 'Z' || state == 'X') {
 		sq_container_stop(c);
 		return 1;

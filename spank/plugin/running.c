@@ -22,21 +22,12 @@ static void record_path(char *buf, size_t len, const char *dir, const char *name
 /* 1 when the record names a process that still runs (same PID, same start time). */
 static int record_live(const char *dir, const char *name)
 {
-	char path[64], buf[1024], state;
 	unsigned long long recorded, now;
-	ssize_t n;
+	char state;
 	pid_t pid;
-	int fd;
 
-	if (sq_running_read(dir, name, &pid, &recorded) < 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
-	return n > 0 && sq_procstat_parse(buf, (size_t)n, &state, &now) == 0 && now == recorded &&
+	return sq_running_read(dir, name, &pid, &recorded) == 0 &&
+	       sq_procstat_read(pid, &state, &now) == 0 && now == recorded &&
 	       state != 'Z' && state != 'X';
 }
 

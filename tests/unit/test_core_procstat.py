@@ -51,6 +51,15 @@ def test_stat_line_of_this_process_parses_and_start_time_is_stable():
     assert parent is not None and parent[1] <= first[1]
 
 
+def test_read_gives_what_parse_gives_and_nothing_for_a_gone_process():
+    state = ffi.new("char *")
+    start = ffi.new("unsigned long long *")
+    assert lib.sq_procstat_read(os.getpid(), state, start) == 0
+    assert start[0] == procstat(open(f"/proc/{os.getpid()}/stat", "rb").read())[1]
+    assert lib.sq_procstat_read(2**22 + 12345, state, start) == -1  # above pid_max
+    assert lib.sq_procstat_read(-1, state, start) == -1
+
+
 @pytest.mark.parametrize("comm", [b"sh", b"a) T 1 2", b"))", b"(", b"x y z", b""])
 def test_command_names_with_parentheses_and_spaces_do_not_shift_fields(comm):
     assert procstat(stat_line(comm)) == ("T", 987654)
