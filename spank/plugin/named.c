@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "named.h"
 #include "options.h"
@@ -142,15 +141,13 @@ int sq_named_find_running(const char *runtime_dir, const char *scope, const char
 	for (size_t i = 0; names != NULL && names[i] != NULL; i++) {
 		pid_t p;
 		unsigned long long t;
-		char proc[64];
 
-		if (sq_running_read(runtime_dir, names[i], &p, &t) < 0)
-			continue;
 		if (identity != NULL && strcmp(names[i], wanted) != 0) {
-			snprintf(proc, sizeof(proc), "/proc/%d", (int)p);
-			other |= access(proc, F_OK) == 0;
+			other |= sq_running_live(runtime_dir, names[i]);
 			continue;
 		}
+		if (sq_running_read(runtime_dir, names[i], &p, &t) < 0)
+			continue;
 		if ((*running = strdup(names[i])) == NULL)
 			break;
 		*pid = p;

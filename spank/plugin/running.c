@@ -19,8 +19,7 @@ static void record_path(char *buf, size_t len, const char *dir, const char *name
 	snprintf(buf, len, "%s/" RECORD_PREFIX "%s", dir, name);
 }
 
-/* 1 when the record names a process that still runs (same PID, same start time). */
-static int record_live(const char *dir, const char *name)
+int sq_running_live(const char *dir, const char *name)
 {
 	unsigned long long recorded, now;
 	char state;
@@ -40,7 +39,7 @@ int sq_running_record(const char *dir, const char *name, pid_t pid,
 
 	/* The first running instance stays the one to join (a no_exec step starts a second
 	 * one of the same container; its end must not hide the first). */
-	if (record_live(dir, name))
+	if (sq_running_live(dir, name))
 		return 0;
 	if (sq_running_format((long)pid, starttime, line, sizeof(line)) < 0)
 		return snprintf(err, errlen, "cannot format the running-container record"), -1;

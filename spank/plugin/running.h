@@ -25,6 +25,8 @@ void sq_running_names_free(char **names);
 /* Read one record. 0 ok, -1 none or unreadable. */
 int sq_running_read(const char *dir, const char *name, pid_t *pid,
 		    unsigned long long *starttime);
+/* 1 when the record names a process that still runs (same PID, same start time). */
+int sq_running_live(const char *dir, const char *name);
 /* Remove the record if it still names pid (another step may have replaced it). */
 void sq_running_forget(const char *dir, const char *name, pid_t pid);
 

@@ -204,6 +204,14 @@ def test_named_container_exec_joins_the_container_another_step_runs(cluster: Clu
         own_ns, held_seen = own.out.split()
         assert own_ns != held_ns and held_seen == "0", own
 
+        # :exec with another image than the running container's: refused, not joined.
+        other = build_image(cluster, f"{IMAGE_DIR}/exec-other.sqsh", "exec-other")
+        refused = srun(cluster, f"{base} --container-image={other} --container-name={name}:exec",
+                       "true", check=False)
+        assert refused.rc != 0
+        assert (f"--container-name={name}:exec: the container running on this node was made "
+                "from a different image" in refused.err), refused
+
         # Flags that shape a new container are said not to apply.
         warned = srun(cluster, f"{base} --container-name={name}:exec --container-mounts=/tmp:/x",
                       "test -e /x && echo mounted || echo not-mounted")
