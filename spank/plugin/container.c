@@ -142,8 +142,6 @@ static void start_failure(struct sq_container *c, const char *why, char *err, si
 	sq_child_failure(&c->child, "container start", why, err, errlen);
 }
 
-/* waitpid(WUNTRACED) with a deadline: polls, 1 ms apart at first (a start takes
- * a few hundred ms), then 20 ms. Returns the pid, 0 on timeout, -1 on error. */
 /* 1 when /proc/PID/stat says the process is stopped ('T'). A stop is reported by
  * waitpid only once, and another waiter in slurmstepd may take it: the state in /proc
  * cannot be taken away. */
@@ -155,6 +153,8 @@ static int proc_stopped(pid_t pid)
 	return sq_procstat_read(pid, &state, &start) == 0 && state == 'T';
 }
 
+/* waitpid(WUNTRACED) with a deadline: polls, 1 ms apart at first (a start takes
+ * a few hundred ms), then 20 ms. Returns the pid, 0 on timeout, -1 on error. */
 static pid_t wait_stop_or_exit(pid_t pid, int *status, int timeout_s)
 {
 	struct timespec nap = { 0, 1000000 };
