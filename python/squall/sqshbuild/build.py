@@ -71,8 +71,11 @@ class BuildOptions:
     timings: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
     def mark(self, stage: str) -> None:
-        self.timings.setdefault(stage, round(time.monotonic() - self.started, 3))
+        self.timings.setdefault(stage, round(self.elapsed(), 3))
 
 
 @dataclass
@@ -94,7 +97,7 @@ def default_jobs() -> int:
 
 
 def build(ref_text: str, opts: BuildOptions) -> BuildResult:
-    start = opts.started = time.monotonic()
+    opts.started = time.monotonic()
     check_options(opts.squash)
     src = parse_source(ref_text)
     arch = normalise_arch(opts.arch)[0] if opts.arch else host_arch()
@@ -105,21 +108,21 @@ def build(ref_text: str, opts: BuildOptions) -> BuildResult:
                                 insecure_registries(opts.insecure))
         resolved = _resolve_registry(src, client, cache, platform, arch, opts)
         if isinstance(resolved, BuildResult):
-            resolved.seconds = time.monotonic() - start
+            resolved.seconds = opts.elapsed()
             return resolved
-        return _build_registry(src, client, cache, resolved, platform, opts, start)
-    return _build_local(src, cache, platform, arch, opts, start)
+        return _build_registry(src, client, cache, resolved, platform, opts)
+    return _build_local(src, cache, platform, arch, opts)
 
 
-def _hit(cache: ImageCache, src: Source, digest: str, platform: str, opts: BuildOptions,
-         start: float) -> BuildResult:
+def _hit(cache: ImageCache, src: Source, digest: str, platform: str,
+         opts: BuildOptions) -> BuildResult:
     cache.touch(digest)
     cache.remember(src.canonical, platform, digest)
     path = cache.sqsh(digest)
     side = cache.read_sidecar(digest) or {}
     if opts.output is not None:
         path = _copy_out(path, opts.output, side)
-    return BuildResult(path, digest, src.canonical, True, time.monotonic() - start, side)
+    return BuildResult(path, digest, src.canonical, True, opts.elapsed(), side)
 
 
 def _resolve_registry(src: Source, client: RegistryClient, cache: ImageCache, platform: str,
@@ -139,17 +142,17 @@ def _resolve_registry(src: Source, client: RegistryClient, cache: ImageCache, pl
 
 
 def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, manifest: Manifest,
-                    platform: str, opts: BuildOptions, start: float) -> BuildResult:
+                    platform: str, opts: BuildOptions) -> BuildResult:
     digest = manifest.digest
     rep = opts.reporter
     if cache.has(digest):
-        return _hit(cache, src, digest, platform, opts, start)
+        return _hit(cache, src, digest, platform, opts)
     lock = cache.lock(digest)
     if not lock.acquire(done=lambda: cache.has(digest), on_wait=rep.waiting):
-        return _hit(cache, src, digest, platform, opts, start)
+        return _hit(cache, src, digest, platform, opts)
     try:
         if cache.has(digest):
-            return _hit(cache, src, digest, platform, opts, start)
+            return _hit(cache, src, digest, platform, opts)
         _clean_dead_temps(cache, digest)
         layers_cache = LayerCache(cache.layer_root)
         config_bytes = layers_cache.config(client, manifest.config.digest)
@@ -198,22 +201,22 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
         cache.remember(src.canonical, platform, digest)
     finally:
         lock.release()
-    return BuildResult(result[0], digest, src.canonical, False, time.monotonic() - start,
+    return BuildResult(result[0], digest, src.canonical, False, opts.elapsed(),
                        result[1], result[2])
 
 
 def _build_local(src: Source, cache: ImageCache, platform: str, arch: str,
-                 opts: BuildOptions, start: float) -> BuildResult:
+                 opts: BuildOptions) -> BuildResult:
     work = Path(tempfile.mkdtemp(prefix="sqshbuild-", dir=opts.work_dir))
     try:
         opts.reporter.stage(f"reading {src.canonical}")
         image = load_source(src, arch, work)
         digest = image.key
         if cache.has(digest):
-            return _hit(cache, src, digest, platform, opts, start)
+            return _hit(cache, src, digest, platform, opts)
         lock = cache.lock(digest)
         if not lock.acquire(done=lambda: cache.has(digest), on_wait=opts.reporter.waiting):
-            return _hit(cache, src, digest, platform, opts, start)
+            return _hit(cache, src, digest, platform, opts)
         try:
             _clean_dead_temps(cache, digest)
             layers = [Layer(name, opener) for name, opener in image.layers]
@@ -227,7 +230,7 @@ def _build_local(src: Source, cache: ImageCache, platform: str, arch: str,
             cache.remember(src.canonical, platform, digest)
         finally:
             lock.release()
-        return BuildResult(path, digest, src.canonical, False, time.monotonic() - start, side,
+        return BuildResult(path, digest, src.canonical, False, opts.elapsed(), side,
                            pipeline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
