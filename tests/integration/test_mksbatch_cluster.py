@@ -190,9 +190,8 @@ def test_demo_survives_a_killed_node_and_resumes_from_the_last_checkpoint(
     victim = info["BatchHost"]
     cluster.kill_node(victim)
     try:
-        # No wait for DOWN here: the requeue (Restarts=1) is what matters, and on a shared
-        # cluster another session's health check may restart the node before Slurm marks it.
-        # Needs the third node: on a cluster shared with other tests this can take longer.
+        # The requeue (Restarts=1) is what this waits for; the node goes DOWN on the way.
+        # Slurm waits cred_expire (30 s) before the requeued run may start on the third node.
         info = cluster.wait_job(job_id, {"RUNNING"}, timeout=240,
                                 where=lambda i: i.get("Restarts") == "1")
         hosts = cluster.run(f"scontrol show hostnames {info['NodeList']}").out.split()
