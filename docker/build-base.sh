@@ -15,6 +15,10 @@ case "$release" in
   *) echo "build-base: unknown release '$release': use bookworm (Slurm 22.05), trixie (24.11) or sid (26.05)" >&2; exit 2 ;;
 esac
 
+# Several checkouts share the base image: one builds it, the others wait and reuse it.
+exec 9>"/var/lock/squall-base-$release.lock"
+flock 9
+
 mapfile -t packages < <(grep -v '^#' "$here/node-packages.txt" | grep -v '^ *$')
 key=$(printf '%s\n' "${packages[@]}" | sort | sha256sum | cut -c1-16)
 if [ "${FORCE:-0}" != 1 ] && docker image inspect "$image" >/dev/null 2>&1; then

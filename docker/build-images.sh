@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Build the node image squall-node:$RELEASE (base image cached; see build-base.sh).
+# Build the node image $SQUALL_CLUSTER-node:$RELEASE (default squall-node:$RELEASE; # base image cached and shared by every checkout; see build-base.sh).
 set -euo pipefail
 release=${1:-${SQUALL_RELEASE:-trixie}}
 top=$(cd "$(dirname "$0")/.." && pwd)
+image="${SQUALL_CLUSTER:-squall}-node:$release"
 bash "$top/docker/build-base.sh" "$release"
-echo "build-images: squall-node:$release"
+echo "build-images: $image"
 docker build -q -f "$top/docker/node.Dockerfile" --build-arg "RELEASE=$release" \
-  -t "squall-node:$release" "$top" >/dev/null
-echo "build-images: squall-node:$release ready"
+  -t "$image" "$top" >/dev/null
+echo "build-images: $image ready"

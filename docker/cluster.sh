@@ -5,7 +5,9 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 export SQUALL_FSX=${SQUALL_FSX:-$top/.cluster/fsx}
-compose=(docker-compose -p squall -f "$top/docker-compose.yml")
+# SQUALL_CLUSTER names the compose project, containers and network (see docker-compose.yml).
+name=${SQUALL_CLUSTER:-squall}
+compose=(docker-compose -p "$name" -f "$top/docker-compose.yml")
 timeout=${SQUALL_UP_TIMEOUT:-90}
 
 up() {
@@ -13,7 +15,7 @@ up() {
   "${compose[@]}" up -d --no-build >/dev/null 2>&1 || { "${compose[@]}" up -d --no-build; exit 1; }
   local deadline=$((SECONDS + timeout)) out=""
   while [ $SECONDS -lt $deadline ]; do
-    out=$(docker exec squall-login sinfo -h -N -o '%N %t' 2>/dev/null || true)
+    out=$(docker exec "$name-login" sinfo -h -N -o '%N %t' 2>/dev/null || true)
     if [ "$(grep -c -E ' (idle|mix|alloc)$' <<<"$out")" -eq 3 ]; then
       echo "cluster: up (login, node1-node3 idle) in ${SECONDS}s"
       return 0
@@ -21,7 +23,7 @@ up() {
     sleep 0.5
   done
   echo "cluster: nodes not idle after ${timeout}s; sinfo said: ${out:-nothing}" >&2
-  echo "cluster: see 'docker logs squall-login' and /var/log/slurm in the node containers" >&2
+  echo "cluster: see 'docker logs $name-login' and /var/log/slurm in the node containers" >&2
   exit 1
 }
 

@@ -8,20 +8,21 @@ cd "$top"
 release=${SQUALL_RELEASE:-trixie}
 export SQUALL_FSX=${SQUALL_FSX:-$top/.cluster/fsx}
 fsx=$SQUALL_FSX
+name=${SQUALL_CLUSTER:-squall}
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-login() { docker exec -u squall -w /fsx/home/squall squall-login bash -c "$1"; }
-job_field() { docker exec squall-login scontrol show job -o "$jobid" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n1; }
+login() { docker exec -u squall -w /fsx/home/squall "$name-login" bash -c "$1"; }
+job_field() { docker exec "$name-login" scontrol show job -o "$jobid" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n1; }
 fail() { echo "demo: $*" >&2; exit 1; }
 
 say "1/6 the mini cluster: a login node and three compute nodes sharing /fsx"
 bash docker/cluster.sh up
-docker exec squall-login sinfo
+docker exec "$name-login" sinfo
 
 say "2/6 sqshbuild: a local Docker image -> /fsx/images/demo.sqsh (cached by digest on /fsx)"
-docker build -q -f docker/demo-image.Dockerfile --build-arg "RELEASE=$release" -t "squall-demo:$release" . >/dev/null
+docker build -q -f docker/demo-image.Dockerfile --build-arg "RELEASE=$release" -t "$name-demo:$release" . >/dev/null
 install -d -o 1000 -g 1000 "$fsx/images" "$fsx/demo"
-sqshbuild build --cache-dir "$fsx/squall/images" -o "$fsx/images/demo.sqsh" "dockerd://squall-demo:$release"
+sqshbuild build --cache-dir "$fsx/squall/images" -o "$fsx/images/demo.sqsh" "dockerd://$name-demo:$release"
 sqshbuild inspect "$fsx/images/demo.sqsh"
 
 say "3/6 mksbatch: the recipe -> an sbatch script (gang allocation, requeue, resume)"
@@ -39,13 +40,13 @@ until [ -s "$fsx/demo/steps.log" ] && [ "$(wc -l <"$fsx/demo/steps.log")" -ge 25
   [ $SECONDS -lt $deadline ] || fail "job $jobid made no progress in 120 s (state $(job_field JobState)); see $fsx/demo/logs"
   sleep 1
 done
-nodes=$(docker exec squall-login scontrol show hostnames "$(job_field NodeList)" | tr '\n' ' ')
+nodes=$(docker exec "$name-login" scontrol show hostnames "$(job_field NodeList)" | tr '\n' ' ')
 echo "running on: $nodes; steps done so far: $(wc -l <"$fsx/demo/steps.log")"
 echo "complete checkpoints: $(cd "$fsx/demo/ckpt" && echo ckpt-*)"
 
 victim=$(awk '{print $2}' <<<"$nodes")
 say "5/6 kill node $victim (the whole node container: slurmd, slurmstepd and the tasks)"
-docker kill "squall-$victim" >/dev/null
+docker kill "$name-$victim" >/dev/null
 echo "killed $victim at step $(tail -n1 "$fsx/demo/steps.log" | awk '{print $2}')"
 last_state=""
 deadline=$((SECONDS + 300))
@@ -75,5 +76,5 @@ print(f"final state: {final['count']} steps, sum {final['sum']} -> "
       f"{'identical to an uninterrupted run' if ok else 'WRONG'}; steps redone after the kill: {redone}")
 sys.exit(0 if ok else 1)
 PY
-docker start "squall-$victim" >/dev/null
+docker start "$name-$victim" >/dev/null
 echo "restarted $victim; it rejoins the cluster by itself (ReturnToService=2)"

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NODES = ("node1", "node2", "node3")
 LOGIN = "login"
 USER = "squall"
+# docker-compose.yml: SQUALL_CLUSTER prefixes the container and image names.
+PREFIX = os.environ.get("SQUALL_CLUSTER", "squall")
 UID = 1000
 
 
@@ -47,13 +49,13 @@ class Cluster:
 
     # -- containers -------------------------------------------------------------
     def container(self, node: str):
-        return self.client.containers.get(f"squall-{node}")
+        return self.client.containers.get(f"{PREFIX}-{node}")
 
     def running(self) -> bool:
         """All four containers run, from the node image of the release under test."""
         release = os.environ.get("SQUALL_RELEASE", "trixie")
         try:
-            image = self.client.images.get(f"squall-node:{release}").id
+            image = self.client.images.get(f"{PREFIX}-node:{release}").id
             return all(self.container(n).status == "running" and self.container(n).image.id == image
                        for n in (LOGIN, *NODES))
         except docker.errors.NotFound:
