@@ -78,3 +78,9 @@ sys.exit(0 if ok else 1)
 PY
 docker start "$name-$victim" >/dev/null
 echo "restarted $victim; it rejoins the cluster by itself (ReturnToService=2)"
+deadline=$((SECONDS + 90))
+until docker exec "$name-login" sinfo -h -n "$victim" -o %t 2>/dev/null | grep -qx idle; do
+  [ $SECONDS -lt $deadline ] || fail "$victim did not come back idle within 90 s"
+  sleep 1
+done
+echo "$victim is idle again: the cluster is whole for the next user (make test)"
