@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from squall.errors import SquallError
-from squall.mksbatch.yamlpos import RecipeError, Source, compose, mapping_items
+from squall.mksbatch.yamlpos import MAX_BYTES, RecipeError, Source, compose, mapping_items
 
 TARGETS = ("generic", "parallelcluster", "hyperpod")
 LAUNCHERS = ("torchrun", "srun", "mpirun")
@@ -230,10 +230,15 @@ def load_recipe(path: str | Path, display_path: str | None = None) -> Recipe:
     """Read and validate the recipe at ``path``; raise RecipeError naming file:line: field."""
     shown = display_path or str(path)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)  # bounded: the path may be /dev/zero or a FIFO
     except OSError as exc:
         raise SquallError(f"cannot read recipe {shown}: {exc.strerror}: "
                           "check the path") from None
+    if len(data) > MAX_BYTES:
+        raise SquallError(f"cannot read recipe {shown}: it is larger than "
+                          f"{MAX_BYTES >> 20} MiB, and a recipe is a small YAML file: "
+                          "check the path")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
