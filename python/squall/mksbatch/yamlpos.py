@@ -75,11 +75,15 @@ class Source:
             return RecipeError(f"{origin}: {field}: {message}")
         return RecipeError(f"{origin}:{mark.line + 1}: {field}: {message}")
 
-    def scalar(self, node: yaml.ScalarNode, field: str) -> Any:
-        """The Python value of a scalar node under YAML's safe (1.1 core) rules."""
+    def check_tag(self, node: yaml.Node, field: str) -> None:
+        """Refuse explicit tags (``!!python/object``, ``!!binary``): values are plain."""
         if node.tag not in PLAIN_TAGS:
             raise self.error(node, field, f"unsupported YAML tag {node.tag}: write a plain "
                              "value without a '!!' tag")
+
+    def scalar(self, node: yaml.ScalarNode, field: str) -> Any:
+        """The Python value of a scalar node under YAML's safe (1.1 core) rules."""
+        self.check_tag(node, field)
         try:
             return self.loader.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError):
@@ -143,9 +147,7 @@ def key_text(source: Source, node: yaml.Node, field: str) -> str:
     if node.tag == MERGE_TAG:
         raise source.error(node, "<<", "YAML merge keys are not supported: write the fields "
                            "out")
-    if node.tag not in PLAIN_TAGS:
-        raise source.error(node, field or "recipe", f"unsupported YAML tag {node.tag}: "
-                           "write a plain value without a '!!' tag")
+    source.check_tag(node, field or "recipe")
     return str(node.value)
 
 
