@@ -24,7 +24,7 @@ EFA_MODES = ("auto", "require", "off")
 SRUN_MPI = ("pmix", "pmi2", "none")
 BATCH_SIGNALS = ("USR1", "USR2")
 FORWARD_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
-NEWEST_BY = ("name", "mtime")
+NEWEST_BY = ("numeric", "name", "mtime")
 
 # Values written on '#SBATCH' lines are not parsed by the shell but by sbatch, which has
 # no quoting we can rely on: they must be made of characters with no meaning to either.
@@ -52,7 +52,7 @@ class Checkpoint:
     resume: tuple[str, ...]
     complete_marker: str
     pattern: str = "*"
-    newest_by: str = "name"
+    newest_by: str = "numeric"
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ def _read_checkpoint(sec: Section) -> Checkpoint:
         raise r.err(sec.node_of("complete_marker"), f"{fld}.complete_marker",
                     f"{marker!r} must be a plain file name (letters, digits, . _ - +) "
                     "that the program writes inside a checkpoint once it is complete")
-    newest = sec.get("newest_by", lambda n, f: r.choice(n, f, NEWEST_BY), "name")
+    newest = sec.get("newest_by", lambda n, f: r.choice(n, f, NEWEST_BY), "numeric")
     resume = sec.require("resume", lambda n, f: r.string_list(n, f, split=True),
                          "resume: \"--resume {checkpoint}\"")
     if not any(PLACEHOLDER in word for word in resume):

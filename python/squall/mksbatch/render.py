@@ -112,7 +112,10 @@ def _resume(t: Template, r: Recipe) -> list[str]:
     ck = r.checkpoint
     if ck is None:
         return t.fill("no-resume")
-    newest = t.fill("newest-checkpoint", blocks={"pick": t.fill(f"pick-{ck.newest_by}")})
+    numeric = ck.newest_by == "numeric"
+    newest = t.fill("newest-checkpoint", {"locals": ' best_key="" key' if numeric else ""}, {
+        "helpers": t.fill("numeric-key") if numeric else [],
+        "pick": t.fill(f"pick-{ck.newest_by}")})
     words = " ".join(_resume_word(w) for w in ck.resume)
     return newest + t.fill("resume", {"resume_words": words})
 
