@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from squall.errors import SquallError
+from squall.mksbatch.options import read_sbatch, read_setup, read_srun
 from squall.mksbatch.reader import Reader, Section
 from squall.mksbatch.yamlpos import MAX_BYTES, RecipeError, compose, mapping_items
 
@@ -82,12 +83,16 @@ class Recipe:
     signal_lead: int = 120
     rdzv_port_base: int = 29500
     mpi: str | None = None
+    sbatch: tuple[tuple[str, str | None], ...] = ()  # (option, value; None for a flag)
+    srun: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
 
 
 TOP_FIELDS = (
     "name", "target", "nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task",
     "partition", "account", "qos", "time", "exclusive", "log_dir", "environment",
     "container", "launcher", "command", "torchrun", "mpi", "checkpoint", "requeue", "signal",
+    "sbatch", "srun", "setup",
 )
 CONTAINER_FIELDS = ("image", "mounts", "workdir", "efa", "mount_home")
 CHECKPOINT_FIELDS = ("dir", "pattern", "complete_marker", "newest_by", "resume")
@@ -182,6 +187,12 @@ def parse_recipe(text: str, path: str, sha256: str | None = None) -> Recipe:
     if mpi is not None and launcher != "srun":
         raise r.err(top.key_of("mpi"), "mpi", f"selects srun's --mpi and only applies to "
                     f"launcher: srun (launcher is {launcher}): remove it")
+    sbatch = top.get("sbatch", read_sbatch(r), ())
+    srun = top.get("srun", read_srun(r), ())
+    if srun and launcher == "mpirun":
+        raise r.err(top.key_of("srun"), "srun", "adds options to srun, which launcher: "
+                    "mpirun does not use: remove it")
+    setup = top.get("setup", read_setup(r), ())
     if container is not None and launcher == "mpirun":
         raise r.err(top.key_of("container"), "container", "launcher: mpirun starts ranks "
                     "outside any container; use launcher: srun with mpi: pmix for a "
@@ -194,7 +205,7 @@ def parse_recipe(text: str, path: str, sha256: str | None = None) -> Recipe:
         account=account, qos=qos, time=time, exclusive=exclusive, environment=environment,
         container=container, checkpoint=checkpoint, max_restarts=max_restarts,
         signal=signal, forward_signal=forward, signal_lead=lead, rdzv_port_base=port_base,
-        mpi=mpi,
+        mpi=mpi, sbatch=sbatch, srun=srun, setup=setup,
     )
 
 

@@ -63,6 +63,8 @@ def _sbatch_options(r: Recipe) -> list[str]:
         f"--signal=B:{r.signal}@{r.signal_lead}",
         f"--output={r.log_dir}/%x-%j.out",
     ]
+    options += [f"--{name}" if value is None else f"--{name}={value}"
+                for name, value in r.sbatch]
     return options
 
 
@@ -94,7 +96,7 @@ def _srun_args(r: Recipe) -> list[str]:
         args.append(f"--mpi={r.mpi}")
     if r.target == "hyperpod":
         args.append("--auto-resume=1")
-    return args
+    return args + list(r.srun)
 
 
 def _launcher_values(t: Template, r: Recipe) -> list[str]:
@@ -147,7 +149,9 @@ def render(recipe: Recipe) -> str:
             "checkpoint_marker": q(ck.complete_marker)}),
         "exports": [line for name, value in r.environment
                     for line in t.fill("export", {"name": name, "value": q(value)})],
-        "setup": [],
+        "setup": t.fill("setup", blocks={
+            "lines": [line for text in r.setup for line in text.splitlines()]})
+        if r.setup else [],
         "resume": _resume(t, r),
         "launch": _launch(t, r),
     }
