@@ -98,7 +98,8 @@ CASES = [
      "r.yaml:8: container.efa: must be one of auto, require, off, got 'always'"),
     ("container typo", BASE + "container:\n  image: /i.sqsh\n  mount: [/a:/a]\n",
      "r.yaml:8: container.mount: unknown field (did you mean 'mounts'?); known fields here: "
-     "image, mounts, workdir, efa, mount_home"),
+     "image, mounts, workdir, name, save, mount_home, remap_root, entrypoint, entrypoint_log, "
+     "writable, unshare, efa, nccl_debug, log, env"),
     ("mpirun container", BASE.replace("launcher: srun", "launcher: mpirun")
      + "container:\n  image: /i.sqsh\n",
      "r.yaml:6: container: launcher: mpirun starts ranks outside any container; use "

@@ -15,13 +15,13 @@ from pathlib import Path
 import yaml
 
 from squall.errors import SquallError
+from squall.mksbatch.container import CONTAINER_FIELDS, Container, read_container
 from squall.mksbatch.options import read_sbatch, read_setup, read_srun
 from squall.mksbatch.reader import Reader, Section
 from squall.mksbatch.yamlpos import MAX_BYTES, RecipeError, compose, mapping_items
 
 TARGETS = ("generic", "parallelcluster", "hyperpod")
 LAUNCHERS = ("torchrun", "srun", "mpirun")
-EFA_MODES = ("auto", "require", "off")
 SRUN_MPI = ("pmix", "pmi2", "none")
 BATCH_SIGNALS = ("USR1", "USR2")
 FORWARD_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
@@ -36,15 +36,6 @@ _TIME = re.compile(r"(\d+)(:\d{1,2}){0,2}|(\d+)-(\d{1,2})(:\d{1,2}){0,2}")
 _GLOB = re.compile(r"[A-Za-z0-9._*?+\[\]-]+")
 _MARKER = re.compile(r"[A-Za-z0-9._+-]+")
 PLACEHOLDER = "{checkpoint}"
-
-
-@dataclass(frozen=True)
-class Container:
-    image: str
-    mounts: tuple[str, ...] = ()
-    workdir: str | None = None
-    efa: str | None = None
-    mount_home: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +85,6 @@ TOP_FIELDS = (
     "container", "launcher", "command", "torchrun", "mpi", "checkpoint", "requeue", "signal",
     "sbatch", "srun", "setup",
 )
-CONTAINER_FIELDS = ("image", "mounts", "workdir", "efa", "mount_home")
 CHECKPOINT_FIELDS = ("dir", "pattern", "complete_marker", "newest_by", "resume")
 REQUEUE_FIELDS = ("max_restarts",)
 SIGNAL_FIELDS = ("name", "forward", "lead_seconds")
@@ -157,7 +147,8 @@ def parse_recipe(text: str, path: str, sha256: str | None = None) -> Recipe:
                     "directory path without %, e.g. /fsx/logs")
 
     environment = top.get("environment", _read_environment(r), ())
-    container = (_read_container(top.section("container", CONTAINER_FIELDS))
+    container = (read_container(top.section("container", CONTAINER_FIELDS),
+                                tuple(name for name, _ in environment))
                  if top.has("container") else None)
     checkpoint = (_read_checkpoint(top.section("checkpoint", CHECKPOINT_FIELDS))
                   if top.has("checkpoint") else None)
@@ -233,42 +224,6 @@ def _read_environment(r: Reader) -> Callable[[yaml.Node, str], tuple[tuple[str, 
         return tuple(out)
 
     return read
-
-
-def _read_container(sec: Section) -> Container:
-    r, fld = sec.reader, sec.prefix
-    image = sec.require("image", r.string, "image: /fsx/images/train.sqsh")
-    _check_flag(r, sec.node_of("image"), f"{fld}.image", "container-image", image)
-    mounts = sec.get("mounts", lambda n, f: r.string_list(n, f), ())
-    for i, mount in enumerate(mounts):
-        item = sec.node_of("mounts").value[i]
-        if "," in mount:
-            raise r.err(item, f"{fld}.mounts[{i}]", "holds a comma: give one mount per "
-                        "list item")
-        _check_flag(r, item, f"{fld}.mounts[{i}]", "container-mounts", mount)
-    workdir = sec.optional("workdir", r.string)
-    if workdir is not None:
-        _check_flag(r, sec.node_of("workdir"), f"{fld}.workdir", "container-workdir",
-                    workdir)
-    efa = sec.optional("efa", lambda n, f: r.choice(n, f, EFA_MODES))
-    if efa is not None:
-        _check_flag(r, sec.node_of("efa"), f"{fld}.efa", "container-efa", efa)
-    mount_home = sec.optional("mount_home", r.boolean)
-    return Container(image=image, mounts=mounts, workdir=workdir, efa=efa,
-                     mount_home=mount_home)
-
-
-def _check_flag(r: Reader, node: yaml.Node, fld: str, flag: str, value: str | None) -> None:
-    """Validate one container flag with the plugin's own parser (the C core)."""
-    try:
-        from squall import core
-    except ImportError as exc:
-        raise SquallError(f"cannot validate {fld}: the squall C core is not built "
-                          f"({exc}): run `make core`") from None
-    try:
-        core.check_container_option(flag, value)
-    except SquallError as exc:
-        raise r.err(node, fld, str(exc)) from None
 
 
 def _read_checkpoint(sec: Section) -> Checkpoint:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from squall.mksbatch.container import container_flags
 from squall.mksbatch.recipe import PLACEHOLDER, Recipe
 from squall.mksbatch.template import Template, load_template
 
@@ -69,23 +70,11 @@ def _sbatch_options(r: Recipe) -> list[str]:
 
 
 def _container_args(r: Recipe) -> list[str]:
-    c = r.container
-    if c is None:
+    if r.container is None:
         return []
-    args = [f"--container-image={c.image}"]
-    if c.mounts:
-        args.append("--container-mounts=" + ",".join(c.mounts))
-    if c.workdir is not None:
-        args.append(f"--container-workdir={c.workdir}")
-    if c.mount_home is True:
-        args.append("--container-mount-home")
-    elif c.mount_home is False:
-        args.append("--no-container-mount-home")
-    if c.efa is not None:
-        args.append(f"--container-efa={c.efa}")
-    if r.environment:
-        args.append("--container-env=" + ",".join(name for name, _ in r.environment))
-    return args
+    env_names = tuple(name for name, _ in r.environment)
+    return [f"--{flag}" if value is None else f"--{flag}={value}"
+            for flag, value in container_flags(r.container, env_names)]
 
 
 def _srun_args(r: Recipe) -> list[str]:
