@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from squall.cliutil import run_cli
 from squall.errors import SquallError
+from squall.mksbatch.overrides import Override, OverrideError, parse_set
 from squall.mksbatch.recipe import load_recipe
 from squall.mksbatch.render import render
 from squall.mksbatch.watch import watch
@@ -45,8 +47,20 @@ def make_log_dir(path: str) -> None:
                           "storage the nodes see, or change log_dir in the recipe") from None
 
 
+def _parse_sets(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]
+                ) -> tuple[Override, ...]:
+    try:
+        return tuple(parse_set(value) for value in values)
+    except OverrideError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("recipe", type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", metavar="KEY=VALUE", multiple=True, callback=_parse_sets,
+              help="Override a recipe field (dotted KEY, YAML VALUE), validated like the "
+                   "file; repeatable, the last one wins. E.g. --set nodes=8 "
+                   "--set environment.LR=3e-4")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the script to this file (atomically) instead of printing it.")
 @click.option("--submit", is_flag=True, help="Submit the script and print the job id.")
@@ -56,11 +70,11 @@ def make_log_dir(path: str) -> None:
               help="Slurm client backend for --submit/--watch.")
 @click.option("--poll", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between state polls with --watch.")
-def command(recipe: str, output: str | None, submit: bool, follow: bool, backend: str,
-            poll: float) -> None:
+def command(recipe: str, overrides: tuple[Override, ...], output: str | None, submit: bool,
+            follow: bool, backend: str, poll: float) -> None:
     """Render RECIPE (YAML) into an sbatch script that gang-allocates its nodes, survives
     node failure by requeueing, and resumes from the newest complete checkpoint."""
-    parsed = load_recipe(recipe)
+    parsed = load_recipe(recipe, overrides=overrides)
     script = render(parsed)
     if output:
         write_atomic(Path(output), script)

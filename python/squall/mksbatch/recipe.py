@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -17,6 +17,7 @@ import yaml
 from squall.errors import SquallError
 from squall.mksbatch.container import CONTAINER_FIELDS, Container, read_container
 from squall.mksbatch.options import read_sbatch, read_setup, read_srun
+from squall.mksbatch.overrides import Override, apply, normalize, yaml_text
 from squall.mksbatch.reader import Reader, Section
 from squall.mksbatch.yamlpos import MAX_BYTES, RecipeError, compose, mapping_items
 
@@ -77,6 +78,9 @@ class Recipe:
     sbatch: tuple[tuple[str, str | None], ...] = ()  # (option, value; None for a flag)
     srun: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()
+    overrides: tuple[Override, ...] = ()  # applied over the file, in order
+    text: str = field(default="", repr=False, compare=False)  # the file, for override()
+    lineless: bool = field(default=False, repr=False, compare=False)  # text from a dict
 
 
 TOP_FIELDS = (
@@ -91,8 +95,16 @@ SIGNAL_FIELDS = ("name", "forward", "lead_seconds")
 TORCHRUN_FIELDS = ("port_base",)
 
 
-def load_recipe(path: str | Path, display_path: str | None = None) -> Recipe:
-    """Read and validate the recipe at ``path``; raise RecipeError naming file:line: field."""
+Overrides = Mapping[str, object] | Iterable[str | Override] | None
+
+
+def load_recipe(path: str | Path, display_path: str | None = None,
+                overrides: Overrides = None) -> Recipe:
+    """Read and validate the recipe at ``path``; raise RecipeError naming file:line: field.
+
+    ``overrides``: ``{"nodes": 8, "environment.LR": "3e-4"}`` (Python values) or
+    ``["nodes=8", ...]`` (``--set`` text), applied over the file and validated with it.
+    """
     shown = display_path or str(path)
     try:
         with open(path, "rb") as fh:
@@ -109,14 +121,17 @@ def load_recipe(path: str | Path, display_path: str | None = None) -> Recipe:
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{shown}:1: recipe: not UTF-8 text (byte {exc.start}): "
                           "save the file as UTF-8") from None
-    return parse_recipe(text, shown, hashlib.sha256(data).hexdigest())
+    return parse_recipe(text, shown, hashlib.sha256(data).hexdigest(), overrides)
 
 
-def parse_recipe(text: str, path: str, sha256: str | None = None) -> Recipe:
+def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
+                 overrides: Overrides = None, lineless: bool = False) -> Recipe:
     """Validate recipe ``text``; ``path`` is what error messages and the header show."""
     if sha256 is None:
         sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    source, root = compose(path, text)
+    changes = normalize(overrides)
+    source, root = compose(path, text, lineless)
+    root = apply(source, root, changes)
     r = Reader(source)
     top = Section(r, root, "", TOP_FIELDS)
 
@@ -196,8 +211,30 @@ def parse_recipe(text: str, path: str, sha256: str | None = None) -> Recipe:
         account=account, qos=qos, time=time, exclusive=exclusive, environment=environment,
         container=container, checkpoint=checkpoint, max_restarts=max_restarts,
         signal=signal, forward_signal=forward, signal_lead=lead, rdzv_port_base=port_base,
-        mpi=mpi, sbatch=sbatch, srun=srun, setup=setup,
+        mpi=mpi, sbatch=sbatch, srun=srun, setup=setup, overrides=changes, text=text,
+        lineless=lineless,
     )
+
+
+def override(recipe: Recipe, overrides: Overrides) -> Recipe:
+    """``recipe`` with more overrides, validated again from its file (line numbers and
+    defaults as if all of them had been given at once)."""
+    if not recipe.text:
+        raise SquallError("override() needs a Recipe made by load_recipe, parse_recipe or "
+                          "recipe_from_dict (it validates the recipe's text again)")
+    return parse_recipe(recipe.text, recipe.path, recipe.sha256,
+                        (*recipe.overrides, *normalize(overrides)),
+                        lineless=recipe.lineless)
+
+
+def recipe_from_dict(data: Mapping[str, object], path: str = "<dict>",
+                     overrides: Overrides = None) -> Recipe:
+    """Validate a recipe given as Python data (what the YAML file would hold); messages
+    name ``path`` and the field, without a line."""
+    if not isinstance(data, Mapping):
+        raise SquallError(f"{path}: a recipe is a mapping of fields, not "
+                          f"{type(data).__name__}")
+    return parse_recipe(yaml_text(dict(data), path), path, None, overrides, lineless=True)
 
 
 def _sbatch_word(r: Reader) -> Callable[[yaml.Node, str], str]:

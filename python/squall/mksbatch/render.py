@@ -129,7 +129,9 @@ def render(recipe: Recipe) -> str:
         "command": _array(r.command),
     }
     blocks = {
-        "override_lines": [],
+        "override_lines": [line for o in r.overrides for line in t.fill(
+            "override", {"override": _printable(str(o) if o.origin.startswith("--set ")
+                                                else f"{o.key}={o.text}")})],
         "sbatch_lines": [line for option in _sbatch_options(r)
                          for line in t.fill("sbatch-line", {"option": option})],
         "launcher_values": _launcher_values(t, r),

@@ -36,20 +36,21 @@ class RecipeError(SquallError):
 class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe loader with a nesting limit and its marks named after ``origin``."""
 
-    def __init__(self, text: str, origin: str) -> None:
+    def __init__(self, text: str, origin: str, lineless: bool) -> None:
         super().__init__(text)
         self.name = origin  # the Reader puts this name in every mark
+        self.lineless = lineless
         self.depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise RecipeError(f"{mark.name}:{mark.line + 1}: recipe: nested more than "
-                                  f"{MAX_DEPTH} levels deep (a recipe needs 4): check the "
-                                  "brackets and the indentation")
-            return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise RecipeError(f"{_where(self.name, mark.line, self.lineless)}: recipe: "
+                                  f"nested more than {MAX_DEPTH} levels deep (a recipe "
+                                  "needs 4): check the brackets and the indentation")
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
         finally:
             self.depth -= 1
 
@@ -95,42 +96,52 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def check_text(origin: str, text: str) -> None:
+def _where(origin: str, line: int, lineless: bool) -> str:
+    """``origin:LINE`` (LINE counted from 1), or the origin alone."""
+    return origin if lineless else f"{origin}:{line + 1}"
+
+
+def check_text(origin: str, text: str, lineless: bool = False) -> None:
     """Refuse what PyYAML would refuse with a traceback: control characters."""
     bad = _NON_PRINTABLE.search(text)
     if bad is None:
         return
-    line = text.count("\n", 0, bad.start()) + 1
+    line = text.count("\n", 0, bad.start())
     column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
     code = ord(bad.group())
-    raise RecipeError(f"{origin}:{line}: recipe: control character U+{code:04X} at column "
+    raise RecipeError(f"{_where(origin, line, lineless)}: recipe: control character "
+                      f"U+{code:04X} at column "
                       f"{column}: remove it (inside a double-quoted string write it as an "
                       f"escape, e.g. \"\\u{code:04x}\")")
 
 
-def compose_node(origin: str, text: str) -> tuple[yaml.SafeLoader, yaml.Node | None]:
+def compose_node(origin: str, text: str, lineless: bool = False
+                 ) -> tuple[yaml.SafeLoader, yaml.Node | None]:
     """Compose ``text`` into its single node; syntax errors name ``origin`` and the line."""
-    check_text(origin, text)
-    loader = _BoundedLoader(text, origin)
+    check_text(origin, text, lineless)
+    loader = _BoundedLoader(text, origin, lineless)
     try:
         return loader, loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 1
+        line = mark.line if mark is not None else 0
         problem = exc.problem or exc.context or "invalid YAML"
         if exc.problem and exc.context and exc.context.startswith("expected"):
             problem = f"{exc.context}, {exc.problem}"  # "expected a single document, but..."
-        raise RecipeError(f"{origin}:{line}: YAML syntax: {problem}: fix the YAML at this "
-                          "line") from None
+        fix = "fix the YAML" if lineless else "fix the YAML at this line"
+        raise RecipeError(f"{_where(origin, line, lineless)}: YAML syntax: {problem}: {fix}"
+                          ) from None
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
-        raise RecipeError(f"{origin}:1: YAML syntax: {first}: fix the YAML") from None
+        raise RecipeError(f"{_where(origin, 0, lineless)}: YAML syntax: {first}: fix the YAML"
+                          ) from None
 
 
-def compose(path: str, text: str) -> tuple[Source, yaml.MappingNode]:
-    """Compose ``text`` into its top-level mapping node; syntax errors name file and line."""
-    loader, node = compose_node(path, text)
-    source = Source(path, loader)
+def compose(path: str, text: str, lineless: bool = False) -> tuple[Source, yaml.MappingNode]:
+    """Compose ``text`` into its top-level mapping node; syntax errors name file and line
+    (``lineless``: text made from Python data, whose lines mean nothing to the user)."""
+    loader, node = compose_node(path, text, lineless)
+    source = Source(path, loader, {path} if lineless else set())
     if node is None:
         raise RecipeError(f"{path}:1: recipe: the file is empty: write the recipe fields "
                           "(see docs/mksbatch.md)")
