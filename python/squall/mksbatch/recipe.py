@@ -7,10 +7,12 @@ anything is rendered, so a bad recipe never produces a half-written script.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -214,6 +216,20 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         mpi=mpi, sbatch=sbatch, srun=srun, setup=setup, overrides=changes, text=text,
         lineless=lineless,
     )
+
+
+def recipe_dict(recipe: Recipe) -> dict[str, Any]:
+    """The resolved recipe as JSON-ready data: every field with its default filled in."""
+    out = {f.name: getattr(recipe, f.name) for f in fields(recipe)
+           if f.name not in ("text", "lineless")}
+    out["environment"] = dict(recipe.environment)
+    out["sbatch"] = {name: True if value is None else value for name, value in recipe.sbatch}
+    out["overrides"] = [str(o) if o.origin.startswith("--set ") else f"{o.key}={o.text}"
+                        for o in recipe.overrides]
+    for section in ("container", "checkpoint"):
+        value = getattr(recipe, section)
+        out[section] = None if value is None else asdict(value)
+    return json.loads(json.dumps(out))  # tuples become lists
 
 
 def override(recipe: Recipe, overrides: Overrides) -> Recipe:
