@@ -88,7 +88,7 @@ def read_container(sec: Section, env_names: tuple[str, ...]) -> Container:
     r, fld = sec.reader, sec.prefix
     image = sec.require("image", r.string, "image: /fsx/images/train.sqsh")
     check_flag(r, sec.node_of("image"), f"{fld}.image", "container-image", image)
-    mounts = sec.get("mounts", lambda n, f: r.string_list(n, f), ())
+    mounts: tuple[str, ...] = sec.get("mounts", lambda n, f: r.string_list(n, f), ())
     for i, mount in enumerate(mounts):
         item = sec.node_of("mounts").value[i]
         if "," in mount:
@@ -118,7 +118,7 @@ def read_container(sec: Section, env_names: tuple[str, ...]) -> Container:
 def _name_list(sec: Section, field: str, flag: str) -> tuple[str, ...]:
     """A list of names for a comma-separated flag; each checked by the plugin's parser."""
     r = sec.reader
-    names = sec.get(field, lambda n, f: r.string_list(n, f), ())
+    names: tuple[str, ...] = sec.get(field, lambda n, f: r.string_list(n, f), ())
     for i, name in enumerate(names):
         item, where = sec.node_of(field).value[i], f"{sec.prefix}.{field}[{i}]"
         if "," in name:

@@ -76,29 +76,29 @@ def read_sbatch(r: Reader) -> Callable[[yaml.Node, str], tuple[tuple[str, str | 
             if not _LONG_NAME.fullmatch(key):
                 raise r.err(key_node, name, "is not a long sbatch option name: write the "
                             "name without dashes, in lower case, e.g. mail-type")
-            value = _sbatch_value(r, value_node, name)
-            if value is not False:
+            given, value = _sbatch_value(r, value_node, name)
+            if given:
                 out.append((key, value))
         return tuple(out)
 
     return read
 
 
-def _sbatch_value(r: Reader, node: yaml.Node, fld: str) -> str | None | bool:
-    """The option's value; None for a flag (true); False when left out (false)."""
+def _sbatch_value(r: Reader, node: yaml.Node, fld: str) -> tuple[bool, str | None]:
+    """(written at all, the value): true is a flag (None), false leaves it out."""
     if not isinstance(node, yaml.ScalarNode):
         raise r.err(node, fld, "must be one value, true (an option without a value) or "
                     "false (left out)")
     if r.is_null(node):
         raise r.err(node, fld, "is empty: give a value, or true for an option without one")
     if node.tag.endswith(":bool"):
-        return None if r.boolean(node, fld) else False
+        return r.boolean(node, fld), None
     value = r.string(node, fld)
     if not _SBATCH_VALUE.fullmatch(value):
         raise r.err(node, fld, f"{value!r} is written on an #SBATCH line, where sbatch "
                     "splits at spaces and reads quotes, backslashes and # itself: leave "
                     "those out")
-    return value
+    return True, value
 
 
 def read_srun(r: Reader) -> Callable[[yaml.Node, str], tuple[str, ...]]:
@@ -131,6 +131,7 @@ def read_setup(r: Reader) -> Callable[[yaml.Node, str], tuple[str, ...]]:
     """``setup:`` -> shell lines, as written (a list, or one block of lines)."""
 
     def read(node: yaml.Node, fld: str) -> tuple[str, ...]:
+        lines: tuple[str, ...]
         if isinstance(node, yaml.ScalarNode):
             lines, items = (r.string(node, fld),), [node]
             names = [fld]

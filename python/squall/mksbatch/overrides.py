@@ -101,7 +101,7 @@ def apply(source: Source, root: yaml.MappingNode, overrides: Sequence[Override]
     for o in overrides:
         source.lineless.add(o.origin)
         _, value = compose_node(o.origin, o.text, lineless=True)
-        mark = yaml.Mark(o.origin, 0, 0, 0, None, None)
+        mark = yaml.Mark(o.origin, 0, 0, 0, "", 0)
         if value is None:
             value = yaml.ScalarNode(_CORE + "null", "", mark, mark)
         parts = o.key.split(".")

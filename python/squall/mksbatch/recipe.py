@@ -163,7 +163,8 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         raise r.err(top.node_of("log_dir"), "log_dir", f"{log_dir!r} must be an absolute "
                     "directory path without %, e.g. /fsx/logs")
 
-    environment = top.get("environment", _read_environment(r), ())
+    environment: tuple[tuple[str, str], ...] = top.get("environment", _read_environment(r),
+                                                       ())
     container = (read_container(top.section("container", CONTAINER_FIELDS),
                                 tuple(name for name, _ in environment))
                  if top.has("container") else None)
@@ -195,12 +196,12 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
     if mpi is not None and launcher != "srun":
         raise r.err(top.key_of("mpi"), "mpi", f"selects srun's --mpi and only applies to "
                     f"launcher: srun (launcher is {launcher}): remove it")
-    sbatch = top.get("sbatch", read_sbatch(r), ())
-    srun = top.get("srun", read_srun(r), ())
+    sbatch: tuple[tuple[str, str | None], ...] = top.get("sbatch", read_sbatch(r), ())
+    srun: tuple[str, ...] = top.get("srun", read_srun(r), ())
     if srun and launcher == "mpirun":
         raise r.err(top.key_of("srun"), "srun", "adds options to srun, which launcher: "
                     "mpirun does not use: remove it")
-    setup = top.get("setup", read_setup(r), ())
+    setup: tuple[str, ...] = top.get("setup", read_setup(r), ())
     if container is not None and launcher == "mpirun":
         raise r.err(top.key_of("container"), "container", "launcher: mpirun starts ranks "
                     "outside any container; use launcher: srun with mpi: pmix for a "
@@ -229,7 +230,8 @@ def recipe_dict(recipe: Recipe) -> dict[str, Any]:
     for section in ("container", "checkpoint"):
         value = getattr(recipe, section)
         out[section] = None if value is None else asdict(value)
-    return json.loads(json.dumps(out))  # tuples become lists
+    data: dict[str, Any] = json.loads(json.dumps(out))  # tuples become lists
+    return data
 
 
 def override(recipe: Recipe, overrides: Overrides) -> Recipe:

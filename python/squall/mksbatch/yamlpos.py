@@ -50,7 +50,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise RecipeError(f"{_where(self.name, mark.line, self.lineless)}: recipe: "
                                   f"nested more than {MAX_DEPTH} levels deep (a recipe "
                                   "needs 4): check the brackets and the indentation")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self.depth -= 1
 
