@@ -247,6 +247,12 @@ def test_setup_errors(text: str, message: str, tmp_path: Path) -> None:
     assert error(tmp_path, BASE + text + "\n") == message
 
 
+def test_setup_lines_are_split_at_newlines_only(tmp_path: Path) -> None:
+    """U+2028 and U+0085 are line breaks to Python's splitlines, not to bash."""
+    script = script_for(tmp_path, BASE + "setup: [\"echo 'a\\u2028b\\u0085c'\"]\n")
+    assert "\necho 'a\u2028b\u0085c'\n" in script
+
+
 def test_setup_as_one_block(tmp_path: Path) -> None:
     r = load_recipe(_write(tmp_path, BASE + "setup: |\n  module load a\n  module load b\n"))
     assert r.setup == ("module load a\nmodule load b\n",)

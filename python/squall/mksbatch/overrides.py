@@ -39,8 +39,10 @@ class Override:
     text: str
     origin: str  # how messages name it: "--set nodes=4" or "override nodes"
 
-    def __str__(self) -> str:
-        return self.origin
+    @property
+    def written(self) -> str:
+        """The override as its user wrote it: ``--set nodes=4`` or ``nodes=4``."""
+        return self.origin if self.origin.startswith("--set ") else f"{self.key}={self.text}"
 
 
 def _label(text: str) -> str:

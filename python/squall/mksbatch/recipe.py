@@ -225,8 +225,7 @@ def recipe_dict(recipe: Recipe) -> dict[str, Any]:
            if f.name not in ("text", "lineless")}
     out["environment"] = dict(recipe.environment)
     out["sbatch"] = {name: True if value is None else value for name, value in recipe.sbatch}
-    out["overrides"] = [str(o) if o.origin.startswith("--set ") else f"{o.key}={o.text}"
-                        for o in recipe.overrides]
+    out["overrides"] = [o.written for o in recipe.overrides]
     for section in ("container", "checkpoint"):
         value = getattr(recipe, section)
         out[section] = None if value is None else asdict(value)

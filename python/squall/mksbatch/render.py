@@ -129,9 +129,8 @@ def render(recipe: Recipe) -> str:
         "command": _array(r.command),
     }
     blocks = {
-        "override_lines": [line for o in r.overrides for line in t.fill(
-            "override", {"override": _printable(str(o) if o.origin.startswith("--set ")
-                                                else f"{o.key}={o.text}")})],
+        "override_lines": [line for o in r.overrides
+                           for line in t.fill("override", {"override": _printable(o.written)})],
         "sbatch_lines": [line for option in _sbatch_options(r)
                          for line in t.fill("sbatch-line", {"option": option})],
         "launcher_values": _launcher_values(t, r),
@@ -141,7 +140,7 @@ def render(recipe: Recipe) -> str:
         "exports": [line for name, value in r.environment
                     for line in t.fill("export", {"name": name, "value": q(value)})],
         "setup": t.fill("setup", blocks={
-            "lines": [line for text in r.setup for line in text.splitlines()]})
+            "lines": [line for text in r.setup for line in text.removesuffix("\n").split("\n")]})
         if r.setup else [],
         "resume": _resume(t, r),
         "launch": _launch(t, r),
