@@ -36,8 +36,8 @@ RECIPE = textwrap.dedent("""
 """)
 
 
-def make(ck: Path, complete: list[str], incomplete: list[str] = ()) -> None:  # type: ignore[assignment]
-    for name in [*complete, *incomplete]:
+def make(ck: Path, complete: list[str], incomplete: list[str] | None = None) -> None:
+    for name in [*complete, *(incomplete or [])]:
         (ck / name).mkdir(parents=True, exist_ok=True)
     for name in complete:
         (ck / name / "COMPLETE").write_text("")
@@ -95,7 +95,8 @@ def test_script_resumes_from_the_numerically_newest(complete: list[str],
 
 def test_numeric_is_the_default(tmp_path: Path) -> None:
     (tmp_path / "r.yaml").write_text(RECIPE.format(ckdir="/ck", pattern="*"))
-    assert load_recipe(tmp_path / "r.yaml").checkpoint.newest_by == "numeric"  # type: ignore[union-attr]
+    checkpoint = load_recipe(tmp_path / "r.yaml").checkpoint
+    assert checkpoint is not None and checkpoint.newest_by == "numeric"
 
 
 def test_name_and_mtime_are_still_available(tmp_path: Path) -> None:
