@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from squall._core import ffi, lib
+from squall._core import ffi, lib  # type: ignore[import-untyped]  # cffi-built
 from squall.errors import SquallError
 
 __all__ = [
@@ -196,7 +196,8 @@ def parse_mounts(spec: _Text, cwd: _Text | None = None) -> list[Mount]:
             for m in (lst.items[i] for i in range(lst.count))
         ]
 
-    return _with_mounts(spec, cwd, collect)
+    mounts: list[Mount] = _with_mounts(spec, cwd, collect)
+    return mounts
 
 
 def check_mount_sources(spec: _Text, cwd: _Text | None = None) -> None:
@@ -225,7 +226,7 @@ class Flag:
         buf = ffi.new("char[128]")
         if lib.sq_opt_env_name(self.id, prefix.encode(), buf, 128) != 0:
             raise SquallError(f"--{self.name}: no environment name for prefix {prefix!r}")
-        return ffi.string(buf).decode()
+        return str(ffi.string(buf).decode())
 
 
 def container_flags() -> list[Flag]:

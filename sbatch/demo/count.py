@@ -2,7 +2,8 @@
 """The demo program: count steps with atomic checkpoints, survive kills and time limits.
 
 Every rank counts steps 0..N-1 with a short sleep per step. Rank 0 (SLURM_PROCID) writes a
-checkpoint every K steps under --checkpoint-dir as ``ckpt-<step>/``: ``state.json`` is
+checkpoint every K steps under --checkpoint-dir as ``ckpt-<step>/`` (``--name`` changes the
+name, e.g. ``checkpoint-{step}`` as the Hugging Face Trainer writes): ``state.json`` is
 written to a temporary file, fsynced and renamed, and only then the ``COMPLETE`` marker is
 written the same way; a checkpoint without its marker is incomplete and never resumed from.
 
@@ -53,9 +54,9 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def checkpoint(directory: str, done: list[int]) -> str:
+def checkpoint(directory: str, done: list[int], name: str = "ckpt-{step:06d}") -> str:
     step = done[-1] if done else -1
-    path = os.path.join(directory, f"ckpt-{step + 1:06d}")
+    path = os.path.join(directory, name.format(step=step + 1))
     os.makedirs(path, exist_ok=True)
     write_atomic(os.path.join(path, "state.json"), json.dumps({"done": done}))
     write_atomic(os.path.join(path, MARKER), "complete\n")
@@ -83,6 +84,8 @@ def main() -> int:
     parser.add_argument("--final", required=True, help="file for the final state")
     parser.add_argument("--log", help="rank 0 appends each executed step here")
     parser.add_argument("--resume", help="checkpoint directory to continue from")
+    parser.add_argument("--name", default="ckpt-{step:06d}",
+                        help="checkpoint directory name; {step} is the steps done")
     args = parser.parse_args()
 
     rank = int(os.environ.get("SLURM_PROCID", "0"))
@@ -107,11 +110,11 @@ def main() -> int:
                 # Not a failure: exit 0 so srun --kill-on-bad-exit leaves rank 0 the time
                 # to finish its checkpoint; rank 0's status tells the script "stopped".
                 return 0
-            path = checkpoint(args.checkpoint_dir, done)
+            path = checkpoint(args.checkpoint_dir, done, args.name)
             print(f"count.py: signal {stop_signal}: checkpointed {path}", flush=True)
             return 128 + stop_signal
         if rank == 0 and (step + 1) % args.every == 0:
-            checkpoint(args.checkpoint_dir, done)
+            checkpoint(args.checkpoint_dir, done, args.name)
     if rank == 0:
         write_atomic(args.final, final_state(done))
         print(f"count.py: finished {len(done)} steps, wrote {args.final}", flush=True)

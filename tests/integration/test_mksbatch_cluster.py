@@ -246,6 +246,46 @@ def test_time_limit_signal_checkpoints_requeues_and_finishes(
     assert done == list(range(steps)), runs
 
 
+def test_numeric_checkpoints_with_sbatch_srun_and_setup(cluster: Cluster, site: Site,
+                                                        tmp_path: Path) -> None:
+    """Issue 14 on the real Slurm. An earlier run left complete checkpoint-10 ...
+    checkpoint-100 (the Hugging Face naming) and an incomplete checkpoint-110. The job, from
+    a recipe with sbatch:, srun: and setup: and the default numeric order, resumes from
+    checkpoint-100 (byte order picks checkpoint-90), sees what setup exported, and ends
+    with the final state of an uninterrupted run."""
+    b = site.base
+    name = "--name=checkpoint-{step}"
+    site.cluster.run(f"cd {shlex.quote(b)} && python3 count.py --steps=100 --every=10 "
+                     f"--sleep=0 --checkpoint-dir={b}/ckpt --final={b}/first.json "
+                     f"{shlex.quote(name)} && mkdir {b}/ckpt/checkpoint-110")
+    recipe = {
+        "name": "numeric-resume", "nodes": 2, "time": "00:05:00", "log_dir": f"{b}/logs",
+        "launcher": "srun",
+        "command": ["bash", "-c", 'echo "rank $SLURM_PROCID sees DEMO_SETUP=$DEMO_SETUP"; '
+                    'exec "$@"', "bash", "python3", f"{b}/count.py", "--steps=120",
+                    "--every=10", "--sleep=0.1", f"--checkpoint-dir={b}/ckpt",
+                    f"--final={b}/final.json", f"--log={b}/steps.log", name],
+        "checkpoint": {"dir": f"{b}/ckpt", "pattern": "checkpoint-*",
+                       "complete_marker": "COMPLETE", "resume": "--resume {checkpoint}"},
+        "sbatch": {"comment": "squall-issue-14"},
+        "srun": ["--label"],
+        "setup": [f"echo setup-ran > {b}/setup.txt", "export DEMO_SETUP=from-setup"],
+    }
+    site.cluster.put(f"{b}/r.yaml", yaml.safe_dump(recipe, sort_keys=False))
+    job_id = int(site.mksbatch("r.yaml --submit").out.strip())
+    info = cluster.wait_job(job_id, {"COMPLETED"}, timeout=240)
+    log = job_log(site, job_id)
+    assert info.get("Comment") == "squall-issue-14", info
+    assert (site.host / "setup.txt").read_text() == "setup-ran\n", log
+    assert "squall: running the recipe's setup lines" in log, log
+    assert f"resuming from the newest complete checkpoint: {b}/ckpt/checkpoint-100" in log, log
+    assert "0: rank 0 sees DEMO_SETUP=from-setup" in log, log
+    assert "1: rank 1 sees DEMO_SETUP=from-setup" in log, log
+    assert "0: count.py rank 0: restart 0, starting at step 100" in log, log
+    assert executed_steps(site) == {0: list(range(100, 120))}
+    assert (site.host / "final.json").read_text() == reference_final(tmp_path, 120), log
+
+
 CLIENT_PROBE = r"""
 import json, sys, time
 from squall.slurm import client, JobNotFound

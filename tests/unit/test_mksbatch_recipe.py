@@ -42,7 +42,7 @@ CASES = [
      "r.yaml:6: nodse: unknown field (did you mean 'nodes'?); known fields here: name, "
      "target, nodes, tasks_per_node, gpus_per_node, cpus_per_task, partition, account, qos, "
      "time, exclusive, log_dir, environment, container, launcher, command, torchrun, mpi, "
-     "checkpoint, requeue, signal"),
+     "checkpoint, requeue, signal, sbatch, srun, setup"),
     ("duplicate", BASE + "nodes: 3\n",
      "r.yaml:6: nodes: given twice (first at line 2): keep one"),
     ("bad launcher", BASE.replace("launcher: srun", "launcher: ssh"),
@@ -98,7 +98,8 @@ CASES = [
      "r.yaml:8: container.efa: must be one of auto, require, off, got 'always'"),
     ("container typo", BASE + "container:\n  image: /i.sqsh\n  mount: [/a:/a]\n",
      "r.yaml:8: container.mount: unknown field (did you mean 'mounts'?); known fields here: "
-     "image, mounts, workdir, efa, mount_home"),
+     "image, mounts, workdir, name, save, mount_home, remap_root, entrypoint, entrypoint_log, "
+     "writable, unshare, efa, nccl_debug, log, env"),
     ("mpirun container", BASE.replace("launcher: srun", "launcher: mpirun")
      + "container:\n  image: /i.sqsh\n",
      "r.yaml:6: container: launcher: mpirun starts ranks outside any container; use "

@@ -43,9 +43,16 @@ SIMPLE = textwrap.dedent("""
 def test_every_example_has_a_recipe_and_a_script() -> None:
     names = {p.name for p in EXAMPLES}
     assert {"fsdp-parallelcluster.yaml", "fsdp-hyperpod.yaml", "nccl-allreduce.yaml",
-            "mpi-cpu.yaml", "demo.yaml"} <= names
+            "mpi-cpu.yaml", "demo.yaml", "hf-finetune.yaml"} <= names
     for recipe in EXAMPLES:
         assert (REPO / recipe).with_suffix(".sbatch").exists(), recipe
+
+
+def test_an_example_uses_sbatch_srun_and_setup() -> None:
+    r = load_recipe(REPO / "sbatch" / "hf-finetune.yaml")
+    assert r.sbatch and r.srun and r.setup
+    assert r.checkpoint is not None and r.checkpoint.newest_by == "numeric"
+    assert r.container is not None and r.container.env == ("HF_TOKEN",)
 
 
 @pytest.mark.parametrize("recipe", EXAMPLES, ids=str)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from squall.cliutil import run_cli
 from squall.errors import SquallError
-from squall.mksbatch.recipe import load_recipe
+from squall.mksbatch.jobs import submit as submit_job
+from squall.mksbatch.overrides import Override, OverrideError, parse_set
+from squall.mksbatch.recipe import load_recipe, recipe_dict
 from squall.mksbatch.render import render
+from squall.mksbatch.schema import recipe_schema
 from squall.mksbatch.watch import watch
 from squall.slurm import BACKENDS, client
 
@@ -36,19 +41,28 @@ def write_atomic(path: Path, text: str, mode: int = 0o755) -> None:
         raise SquallError(f"cannot write {path}: {exc.strerror}") from None
 
 
-def make_log_dir(path: str) -> None:
-    """Slurm does not create the output directory; a job whose log cannot open fails silently."""
+def _parse_sets(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]
+                ) -> tuple[Override, ...]:
     try:
-        Path(path).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SquallError(f"cannot create log_dir {path}: {exc.strerror}: create it on shared "
-                          "storage the nodes see, or change log_dir in the recipe") from None
+        return tuple(parse_set(value) for value in values)
+    except OverrideError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+SCHEMA = "schema"  # `mksbatch schema`: a recipe file of that name is given as ./schema
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("recipe", type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", metavar="KEY=VALUE", multiple=True, callback=_parse_sets,
+              help="Override a recipe field (dotted KEY, YAML VALUE), validated like the "
+                   "file; repeatable, the last one wins. E.g. --set nodes=8 "
+                   "--set environment.LR=3e-4")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the script to this file (atomically) instead of printing it.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON instead: the resolved recipe and the script (and the job id "
+                   "with --submit, the file with -o).")
 @click.option("--submit", is_flag=True, help="Submit the script and print the job id.")
 @click.option("--watch", "follow", is_flag=True,
               help="Submit, then follow the job until it ends (states, requeues, restarts).")
@@ -56,24 +70,48 @@ def make_log_dir(path: str) -> None:
               help="Slurm client backend for --submit/--watch.")
 @click.option("--poll", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between state polls with --watch.")
-def command(recipe: str, output: str | None, submit: bool, follow: bool, backend: str,
+@click.pass_context
+def command(ctx: click.Context, recipe: str, overrides: tuple[Override, ...],
+            output: str | None, as_json: bool, submit: bool, follow: bool, backend: str,
             poll: float) -> None:
     """Render RECIPE (YAML) into an sbatch script that gang-allocates its nodes, survives
-    node failure by requeueing, and resumes from the newest complete checkpoint."""
-    parsed = load_recipe(recipe)
+    node failure by requeueing, and resumes from the newest complete checkpoint.
+
+    `mksbatch schema` prints the recipe's JSON Schema instead (for editors; -o writes it
+    to a file)."""
+    if recipe == SCHEMA:
+        if overrides or as_json or submit or follow:
+            raise click.UsageError("schema takes no options but -o (a recipe file named "
+                                   "schema: give it as ./schema)", ctx)
+        text = json.dumps(recipe_schema(), indent=2) + "\n"
+        if output:
+            write_atomic(Path(output), text, mode=0o644)
+        else:
+            click.echo(text, nl=False)
+        return
+    if as_json and follow:
+        raise click.UsageError("--json cannot be used with --watch (use --submit)", ctx)
+    parsed = load_recipe(recipe, overrides=overrides)
     script = render(parsed)
+    result: dict[str, object] = {"recipe": recipe_dict(parsed), "script": script}
     if output:
         write_atomic(Path(output), script)
-    elif not (submit or follow):
+        result["output"] = output
+    if submit or follow:
+        slurm = client(backend)
+        job_id = submit_job(parsed, workdir=os.getcwd(), slurm=slurm)
+        result["job_id"] = job_id
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    if not (output or submit or follow):
         click.echo(script, nl=False)
         return
-    if not (submit or follow):
+    if "job_id" not in result:
         return
-    slurm = client(backend)
-    make_log_dir(parsed.log_dir)
-    job_id = slurm.submit(script, workdir=os.getcwd())
-    click.echo(job_id)
+    click.echo(result["job_id"])
     if follow:
+        job_id = int(str(result["job_id"]))
         final = watch(slurm, job_id, lambda line: click.echo(line), poll=poll)
         if final.state != "COMPLETED":
             raise SquallError(f"job {job_id} ended {final.state} after {final.restarts} "

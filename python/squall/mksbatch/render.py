@@ -1,13 +1,19 @@
 """Render a validated Recipe into a bash sbatch script.
 
-Every recipe value reaches the script inside single quotes (``q``), or, on
-``#SBATCH`` lines, only after validation restricted it to characters with no meaning to
-bash or sbatch. The script is plain bash that passes ``bash -n`` and ``shellcheck``.
+The bash lives in ``templates/sbatch.sh.tmpl``; this module picks its sections and fills
+in the recipe's values. Every recipe value reaches the script inside single quotes
+(``q``), or, on ``#SBATCH`` lines, only after validation restricted it to characters with
+no meaning to bash or sbatch. The script is plain bash that passes ``bash -n`` and
+``shellcheck``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from squall.mksbatch.container import container_flags
 from squall.mksbatch.recipe import PLACEHOLDER, Recipe
+from squall.mksbatch.template import Template, load_template
 
 
 def q(value: str) -> str:
@@ -24,10 +30,8 @@ def _printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
-def _array(name: str, words: list[str] | tuple[str, ...]) -> str:
-    if not words:
-        return f"{name}=()"
-    return f"{name}=(" + " ".join(q(w) for w in words) + ")"
+def _array(words: Sequence[str]) -> str:
+    return "(" + " ".join(q(w) for w in words) + ")"
 
 
 def _resume_word(word: str) -> str:
@@ -36,51 +40,41 @@ def _resume_word(word: str) -> str:
     return '"${checkpoint}"'.join(q(p) if p else "" for p in parts) or "''"
 
 
-def _sbatch_lines(r: Recipe) -> list[str]:
+def _sbatch_options(r: Recipe) -> list[str]:
     tasks = 1 if r.launcher == "torchrun" else r.tasks_per_node
-    lines = [
+    options = [
         f"--job-name={r.name}",
         f"--nodes={r.nodes}-{r.nodes}",
         f"--ntasks-per-node={tasks}",
     ]
     if r.cpus_per_task is not None:
-        lines.append(f"--cpus-per-task={r.cpus_per_task}")
+        options.append(f"--cpus-per-task={r.cpus_per_task}")
     if r.gpus_per_node:
-        lines.append(f"--gpus-per-node={r.gpus_per_node}")
+        options.append(f"--gpus-per-node={r.gpus_per_node}")
     for option, value in (("partition", r.partition), ("account", r.account),
                           ("qos", r.qos), ("time", r.time)):
         if value is not None:
-            lines.append(f"--{option}={value}")
+            options.append(f"--{option}={value}")
     if r.exclusive:
-        lines.append("--exclusive")
-    lines += [
+        options.append("--exclusive")
+    options += [
         "--wait-all-nodes=1",
         "--requeue",
         "--open-mode=append",
         f"--signal=B:{r.signal}@{r.signal_lead}",
         f"--output={r.log_dir}/%x-%j.out",
     ]
-    return [f"#SBATCH {line}" for line in lines]
+    options += [f"--{name}" if value is None else f"--{name}={value}"
+                for name, value in r.sbatch]
+    return options
 
 
 def _container_args(r: Recipe) -> list[str]:
-    c = r.container
-    if c is None:
+    if r.container is None:
         return []
-    args = [f"--container-image={c.image}"]
-    if c.mounts:
-        args.append("--container-mounts=" + ",".join(c.mounts))
-    if c.workdir is not None:
-        args.append(f"--container-workdir={c.workdir}")
-    if c.mount_home is True:
-        args.append("--container-mount-home")
-    elif c.mount_home is False:
-        args.append("--no-container-mount-home")
-    if c.efa is not None:
-        args.append(f"--container-efa={c.efa}")
-    if r.environment:
-        args.append("--container-env=" + ",".join(name for name, _ in r.environment))
-    return args
+    env_names = tuple(name for name, _ in r.environment)
+    return [f"--{flag}" if value is None else f"--{flag}={value}"
+            for flag, value in container_flags(r.container, env_names)]
 
 
 def _srun_args(r: Recipe) -> list[str]:
@@ -91,172 +85,64 @@ def _srun_args(r: Recipe) -> list[str]:
         args.append(f"--mpi={r.mpi}")
     if r.target == "hyperpod":
         args.append("--auto-resume=1")
-    return args
+    return args + list(r.srun)
+
+
+def _launcher_values(t: Template, r: Recipe) -> list[str]:
+    if r.launcher == "mpirun":
+        return t.fill("values-mpirun")
+    lines = t.fill("values-srun", {"srun_args": _array(_srun_args(r)),
+                                   "container_args": _array(_container_args(r))})
+    if r.launcher == "torchrun":
+        lines += t.fill("values-torchrun", {"rdzv_port_base": str(r.rdzv_port_base),
+                                            "nproc_per_node": str(r.tasks_per_node)})
+    return lines
+
+
+def _resume(t: Template, r: Recipe) -> list[str]:
+    ck = r.checkpoint
+    if ck is None:
+        return t.fill("no-resume")
+    numeric = ck.newest_by == "numeric"
+    newest = t.fill("newest-checkpoint", {"locals": ' best_key="" key' if numeric else ""}, {
+        "helpers": t.fill("numeric-key") if numeric else [],
+        "pick": t.fill(f"pick-{ck.newest_by}")})
+    words = " ".join(_resume_word(w) for w in ck.resume)
+    return newest + t.fill("resume", {"resume_words": words})
+
+
+def _launch(t: Template, r: Recipe) -> list[str]:
+    return [] if r.launcher == "mpirun" else t.fill(f"launch-{r.launcher}")
 
 
 def render(recipe: Recipe) -> str:
     """The complete sbatch script for ``recipe``."""
     r = recipe
-    out: list[str] = [
-        "#!/bin/bash",
-        f"# Generated by mksbatch (squall) from recipe: {_printable(r.path)}",
-        f"# Recipe sha256: {r.sha256}",
-        "# Edit the recipe and run mksbatch again rather than editing this file.",
-    ]
-    out += _sbatch_lines(r)
-    out += [
-        "",
-        "# shellcheck disable=SC2016  # recipe values are single-quoted so they never expand",
-        "set -uo pipefail",
-        "",
-        "# Values from the recipe. Each one is single-quoted: nothing in it is expanded or run.",
-        f"max_restarts={r.max_restarts}",
-        f"batch_signal={r.signal}",
-        f"forward_signal={r.forward_signal}",
-        _array("command", r.command),
-    ]
-    if r.launcher == "mpirun":
-        out.append("launch=(mpirun)")
-    else:
-        out.append(_array("srun_args", _srun_args(r)))
-        out.append(_array("container_args", _container_args(r)))
-    if r.launcher == "torchrun":
-        out.append(f"rdzv_port_base={r.rdzv_port_base}")
-        out.append(f"nproc_per_node={r.tasks_per_node}")
-    if r.checkpoint is not None:
-        ck = r.checkpoint
-        out += [
-            f"checkpoint_dir={q(ck.dir)}",
-            f"checkpoint_pattern={q(ck.pattern)}",
-            f"checkpoint_marker={q(ck.complete_marker)}",
-        ]
-    for name, value in r.environment:
-        out.append(f"export {name}={q(value)}")
-    out += _BODY_START
-    if r.checkpoint is not None:
-        out += _newest_function(r.checkpoint.newest_by)
-        resume = " ".join(_resume_word(w) for w in r.checkpoint.resume)
-        out += [
-            "resume_args=()",
-            'checkpoint="$(newest_complete_checkpoint)"',
-            'if [[ -n "${checkpoint}" ]]; then',
-            f"    resume_args=({resume})",
-            '    log "resuming from the newest complete checkpoint: ${checkpoint}"',
-            "else",
-            '    log "no complete checkpoint in ${checkpoint_dir}: starting from the beginning"',
-            "fi",
-            "",
-        ]
-    else:
-        out += ["resume_args=()", ""]
-    if r.launcher == "torchrun":
-        out += [
-            "# torchrun rendezvous on the first node of the allocation; port and id from the job.",
-            'head_node="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n1)"',
-            "rdzv_port=$((rdzv_port_base + SLURM_JOB_ID % 1000))",
-            'launch=(srun "${srun_args[@]}" "${container_args[@]}" torchrun',
-            '    "--nnodes=${SLURM_JOB_NUM_NODES}" "--nproc-per-node=${nproc_per_node}"',
-            '    --rdzv-backend=c10d "--rdzv-endpoint=${head_node}:${rdzv_port}"',
-            '    "--rdzv-id=squall-${SLURM_JOB_ID}")',
-            "",
-        ]
-    elif r.launcher == "srun":
-        out += ['launch=(srun "${srun_args[@]}" "${container_args[@]}")', ""]
-    out += [f"trap on_signal {r.signal}" if ln == "TRAP_LINE" else ln for ln in _BODY_END]
-    return "\n".join(out) + "\n"
-
-
-_BODY_START = [
-    "",
-    "log() { printf 'squall: %s\\n' \"$*\"; }",
-    "",
-    'restart_count="${SLURM_RESTART_COUNT:-0}"',
-    'log "job ${SLURM_JOB_ID} on ${SLURM_JOB_NODELIST}: restart ${restart_count}'
-    ' (at most ${max_restarts})"',
-    "if ((restart_count > max_restarts)); then",
-    '    log "restart ${restart_count} is beyond requeue.max_restarts=${max_restarts}:'
-    ' not running again; fix what makes the job fail or raise the limit in the recipe" >&2',
-    "    exit 3",
-    "fi",
-    "",
-]
-
-
-def _newest_function(newest_by: str) -> list[str]:
-    if newest_by == "name":
-        pick = ['        best="${candidate}"  # the glob is sorted by name: the last one wins']
-    else:
-        pick = [
-            '        if [[ -z "${best}" || "${candidate}" -nt "${best}" ]]; then',
-            '            best="${candidate}"',
-            "        fi",
-        ]
-    return [
-        "# The newest checkpoint that holds its completeness marker; incomplete ones are skipped.",
-        "newest_complete_checkpoint() {",
-        '    local best="" candidate LC_ALL=C',
-        "    shopt -s nullglob",
-        "    # shellcheck disable=SC2231  # the pattern is a glob on purpose",
-        '    for candidate in "${checkpoint_dir}"/${checkpoint_pattern}; do',
-        '        [[ -e "${candidate}/${checkpoint_marker}" ]] || continue',
-        *pick,
-        "    done",
-        "    shopt -u nullglob",
-        "    printf '%s' \"${best}\"",
-        "}",
-        "",
-    ]
-
-
-_BODY_END = [
-    "# Before the time limit Slurm signals this shell (--signal=B:...). Forward a signal to",
-    "# the program so it checkpoints and exits, then requeue the job to continue.",
-    "signals_received=0",
-    "step_pid=''",
-    "# shellcheck disable=SC2317  # run by the trap below",
-    "on_signal() {",
-    "    signals_received=$((signals_received + 1))",
-    "    ((signals_received == 1)) || return 0",
-    '    log "got SIG${batch_signal} before the time limit: sending SIG${forward_signal}'
-    ' to the program"',
-    '    if ! scancel --signal="${forward_signal}" "${SLURM_JOB_ID}"; then',
-    '        [[ -n "${step_pid}" ]] && kill -s "${forward_signal}" "${step_pid}"',
-    "    fi",
-    "}",
-    "TRAP_LINE",
-    "",
-    '"${launch[@]}" "${command[@]}" "${resume_args[@]}" &',
-    "step_pid=$!",
-    "while :; do",
-    "    seen=${signals_received}",
-    '    wait "${step_pid}"',
-    "    rc=$?",
-    "    # A wait cut short by the trap returns >128 while the program still runs: wait again.",
-    "    if ((rc > 128 && signals_received != seen)); then",
-    "        previous_rc=${rc}",
-    "        continue",
-    "    fi",
-    "    if ((rc == 127 && ${previous_rc:-0} > 128)); then rc=${previous_rc}; fi",
-    "    break",
-    "done",
-    "",
-    "if ((signals_received == 0)); then",
-    '    log "program exited with status ${rc}"',
-    '    exit "${rc}"',
-    "fi",
-    "if ((rc == 0)); then",
-    '    log "program finished before the time limit"',
-    "    exit 0",
-    "fi",
-    "if ((restart_count + 1 > max_restarts)); then",
-    '    log "program stopped (status ${rc}) but requeue.max_restarts=${max_restarts}'
-    ' is reached: not requeueing" >&2',
-    '    exit "${rc}"',
-    "fi",
-    'log "program stopped for the time limit (status ${rc}): requeueing job ${SLURM_JOB_ID}"',
-    'if ! scontrol requeue "${SLURM_JOB_ID}"; then',
-    '    log "scontrol requeue failed: the job ends here; resubmit it to continue" >&2',
-    '    exit "${rc}"',
-    "fi",
-    "exit 0",
-]
+    t = load_template()
+    ck = r.checkpoint
+    values = {
+        "recipe_path": _printable(r.path),
+        "recipe_sha256": r.sha256,
+        "max_restarts": str(r.max_restarts),
+        "batch_signal": r.signal,
+        "forward_signal": r.forward_signal,
+        "command": _array(r.command),
+    }
+    blocks = {
+        "override_lines": [line for o in r.overrides
+                           for line in t.fill("override", {"override": _printable(o.written)})],
+        "sbatch_lines": [line for option in _sbatch_options(r)
+                         for line in t.fill("sbatch-line", {"option": option})],
+        "launcher_values": _launcher_values(t, r),
+        "checkpoint_values": [] if ck is None else t.fill("values-checkpoint", {
+            "checkpoint_dir": q(ck.dir), "checkpoint_pattern": q(ck.pattern),
+            "checkpoint_marker": q(ck.complete_marker)}),
+        "exports": [line for name, value in r.environment
+                    for line in t.fill("export", {"name": name, "value": q(value)})],
+        "setup": t.fill("setup", blocks={
+            "lines": [line for text in r.setup for line in text.removesuffix("\n").split("\n")]})
+        if r.setup else [],
+        "resume": _resume(t, r),
+        "launch": _launch(t, r),
+    }
+    return "\n".join(t.fill("script", values, blocks)) + "\n"

@@ -52,8 +52,9 @@ def client(backend: str = "auto") -> SlurmClient:
     if not why:
         from squall.slurm.pyslurm_backend import PyslurmClient, import_pyslurm
 
-        module, _ = import_pyslurm()
-        return PyslurmClient(module, cli.version())
+        module, why = import_pyslurm()
+        if module is not None:
+            return PyslurmClient(module, cli.version())
     if backend == "pyslurm":
         raise SquallError(f"the pyslurm backend cannot be used: {why}; use --backend cli")
     return cli
