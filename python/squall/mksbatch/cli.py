@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from squall.cliutil import run_cli
-from squall.errors import SquallError
+from squall.cliutil import CONTEXT_SETTINGS, is_quiet, log, output_options, run_cli, version_option
+from squall.errors import SetupError, SquallError
 from squall.mksbatch.recipe import load_recipe
 from squall.mksbatch.render import render
 from squall.mksbatch.watch import watch
@@ -22,8 +22,8 @@ def write_atomic(path: Path, text: str, mode: int = 0o755) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     except OSError as exc:
-        raise SquallError(f"cannot write {path}: {exc.strerror}: check that the directory "
-                          "exists and is writable") from None
+        raise SetupError(f"cannot write {path}: {exc.strerror}: check that the directory "
+                         "exists and is writable") from None
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -33,7 +33,7 @@ def write_atomic(path: Path, text: str, mode: int = 0o755) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise SquallError(f"cannot write {path}: {exc.strerror}") from None
+        raise SetupError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def make_log_dir(path: str) -> None:
@@ -41,11 +41,13 @@ def make_log_dir(path: str) -> None:
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SquallError(f"cannot create log_dir {path}: {exc.strerror}: create it on shared "
-                          "storage the nodes see, or change log_dir in the recipe") from None
+        raise SetupError(f"cannot create log_dir {path}: {exc.strerror}: create it on shared "
+                         "storage the nodes see, or change log_dir in the recipe") from None
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings=CONTEXT_SETTINGS)
+@version_option("mksbatch")
+@output_options
 @click.argument("recipe", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the script to this file (atomically) instead of printing it.")
@@ -64,6 +66,7 @@ def command(recipe: str, output: str | None, submit: bool, follow: bool, backend
     script = render(parsed)
     if output:
         write_atomic(Path(output), script)
+        log.info("wrote %s", output)
     elif not (submit or follow):
         click.echo(script, nl=False)
         return
@@ -74,7 +77,8 @@ def command(recipe: str, output: str | None, submit: bool, follow: bool, backend
     job_id = slurm.submit(script, workdir=os.getcwd())
     click.echo(job_id)
     if follow:
-        final = watch(slurm, job_id, lambda line: click.echo(line), poll=poll)
+        final = watch(slurm, job_id, lambda line: None if is_quiet() else click.echo(line),
+                      poll=poll)
         if final.state != "COMPLETED":
             raise SquallError(f"job {job_id} ended {final.state} after {final.restarts} "
                               f"restart(s): see its log in the recipe's log_dir")
