@@ -10,9 +10,9 @@ import resource
 import pytest
 from squall_cli import run_squall
 
+from fake_efa_tree import make_node
 from squall.efa import detect as efa
 from squall.efa import doctor
-from squall.efa.fake_tree import make_node
 
 
 def run_main(monkeypatch, capsys, *args):
