@@ -17,13 +17,14 @@ test-release: core
 MYPY_CLEAN := python/squall/__init__.py python/squall/errors.py python/squall/cliutil.py \
 	python/squall/core.py python/squall/cli.py python/squall/efa spank/core/cffi_build.py
 
-.PHONY: dist dist-check test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
+.PHONY: dist dist-check packages test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
 
 help:
 	@echo "make demo          build an image, write the job, run it on two nodes, kill one, watch it resume"
 	@echo "make test          lint + unit + registry + integration tests (brings the mini cluster up)"
 	@echo "make cluster-up    start the mini Slurm cluster (RELEASE=trixie|bookworm|sid)"
 	@echo "make cluster-down  stop it and remove every container, network and volume"
+	@echo "make packages      Debian packages (and RPMs where rpmbuild exists) in dist/"
 
 # Debian packages and squall itself (editable), when something is missing.
 deps:
@@ -77,6 +78,12 @@ dist:
 
 dist-check:
 	PYTHON=$(PYTHON) bash .ci/check-dist.sh
+
+# Debian packages (debhelper) in dist/, built against this machine's Slurm headers, and
+# the RPMs (packaging/squall.spec) where rpmbuild exists. Node images build their own.
+packages:
+	bash packaging/build-debs.sh dist
+	if command -v rpmbuild >/dev/null; then bash packaging/build-rpms.sh dist; fi
 
 clean:
 	rm -f python/squall/_core*.so python/squall/_core.c
