@@ -154,6 +154,8 @@ def test_environment_errors_are_2(monkeypatch, capsys, tmp_path):
     rc, _, err = run(monkeypatch, capsys, "mksbatch", str(tmp_path / "r.yaml"), "-o",
                      str(tmp_path / "no" / "dir" / "x.sbatch"))
     assert rc == 2 and "cannot write" in one_error_line(err, "mksbatch")
+    rc, _, err = run(monkeypatch, capsys, "mksbatch", str(tmp_path / "none.yaml"))
+    assert rc == 2 and "cannot read recipe" in one_error_line(err, "mksbatch")
     rc, _, err = run(monkeypatch, capsys, "squall", "doctor", "--node", "n1")
     assert rc == 2 and "--drain" in one_error_line(err, "squall")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from squall.errors import SquallError
+from squall.errors import SetupError, SquallError
 from squall.mksbatch.yamlpos import RecipeError, Source, compose, mapping_items
 
 TARGETS = ("generic", "parallelcluster", "hyperpod")
@@ -232,8 +232,8 @@ def load_recipe(path: str | Path, display_path: str | None = None) -> Recipe:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise SquallError(f"cannot read recipe {shown}: {exc.strerror}: "
-                          "check the path") from None
+        raise SetupError(f"cannot read recipe {shown}: {exc.strerror}: "
+                         "check the path") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
