@@ -6,11 +6,11 @@ PYTEST ?= $(PYTHON) -m pytest
 export SQUALL_RELEASE := $(RELEASE)
 .DEFAULT_GOAL := help
 
-# A second Slurm release: build its node image (plugin compiled against its headers) and
-# run the release smoke test on it.
+# A second Slurm release: build its node image (squall's packages built against its
+# headers and installed) and run the release smoke test and the package checks on it.
 test-release: core
 	bash docker/build-images.sh $(RELEASE)
-	$(PYTEST) tests/integration/test_release_smoke.py
+	$(PYTEST) tests/integration/test_release_smoke.py tests/integration/test_packages.py
 
 # mypy --strict ([tool.mypy] in pyproject.toml) on the modules that pass it so far; the
 # rest of python/squall joins as it is cleaned.
