@@ -6,19 +6,25 @@ PYTEST ?= $(PYTHON) -m pytest
 export SQUALL_RELEASE := $(RELEASE)
 .DEFAULT_GOAL := help
 
-# A second Slurm release: build its node image (plugin compiled against its headers) and
-# run the release smoke test on it.
+# A second Slurm release: build its node image (squall's packages built against its
+# headers and installed) and run the release smoke test and the package checks on it.
 test-release: core
 	bash docker/build-images.sh $(RELEASE)
-	$(PYTEST) tests/integration/test_release_smoke.py
+	$(PYTEST) tests/integration/test_release_smoke.py tests/integration/test_packages.py
 
-.PHONY: test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
+# mypy --strict ([tool.mypy] in pyproject.toml) on the modules that pass it so far; the
+# rest of python/squall joins as it is cleaned.
+MYPY_CLEAN := python/squall/__init__.py python/squall/errors.py python/squall/cliutil.py \
+	python/squall/core.py python/squall/cli.py python/squall/efa spank/core/cffi_build.py
+
+.PHONY: dist dist-check packages test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
 
 help:
 	@echo "make demo          build an image, write the job, run it on two nodes, kill one, watch it resume"
 	@echo "make test          lint + unit + registry + integration tests (brings the mini cluster up)"
 	@echo "make cluster-up    start the mini Slurm cluster (RELEASE=trixie|bookworm|sid)"
 	@echo "make cluster-down  stop it and remove every container, network and volume"
+	@echo "make packages      Debian packages (and RPMs where rpmbuild exists) in dist/"
 
 # Debian packages and squall itself (editable), when something is missing.
 deps:
@@ -26,13 +32,14 @@ deps:
 
 # The C core compiled into squall._core (cffi), next to the Python sources.
 core: deps
-	$(PYTHON) setup.py -q build_ext --inplace
+	SQUALL_WERROR=1 $(PYTHON) setup.py -q build_ext --inplace
 
 plugin:
 	$(MAKE) -C spank
 
 lint: core
 	$(PYTHON) -m ruff check python tests bench
+	$(PYTHON) -m mypy $(MYPY_CLEAN)
 	$(MAKE) -C spank check-build
 
 unit: core
@@ -63,6 +70,20 @@ demo: core images
 bench: core images cluster-up
 	$(PYTHON) bench/bench_container_start.py
 	$(PYTHON) bench/bench_sqshbuild.py
+
+# The sdist and wheel in dist/ (python -m build); dist-check installs the sdist in a clean
+# venv and checks the commands and what is installed (CI runs it).
+dist:
+	$(PYTHON) -m build --outdir dist .
+
+dist-check:
+	PYTHON=$(PYTHON) bash .ci/check-dist.sh
+
+# Debian packages (debhelper) in dist/, built against this machine's Slurm headers, and
+# the RPMs (packaging/squall.spec) where rpmbuild exists. Node images build their own.
+packages:
+	bash packaging/build-debs.sh dist
+	if command -v rpmbuild >/dev/null; then bash packaging/build-rpms.sh dist; fi
 
 clean:
 	rm -f python/squall/_core*.so python/squall/_core.c

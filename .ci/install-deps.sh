@@ -15,7 +15,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # squall must be importable from this checkout (an editable install of another clone
 # would test that clone's code).
-if ! python3 -c 'import os, sys, squall._core, pytest, docker, ruff
+if ! python3 -c 'import os, sys, squall._core, pytest, docker, ruff, mypy, build, hypothesis
 sys.exit(not squall._core.__file__.startswith(os.getcwd() + "/"))' 2>/dev/null; then
   echo "install-deps: pip install -e .[test]"
   python3 -m pip install -q -U "setuptools>=70" wheel

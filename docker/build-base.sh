@@ -3,10 +3,13 @@
 # debootstrap a minbase root filesystem, install every package in the chroot
 # (apt resolves what debootstrap's resolver cannot), then `docker import`.
 # Cached: does nothing when the image exists and was built from the same package list
-# (its label squall.packages); FORCE=1 rebuilds anyway.
+# (its label squall.packages); FORCE=1 rebuilds anyway. The image is tagged with a hash of
+# docker/node-packages.txt (squall-base:RELEASE-KEY), so checkouts whose lists differ each
+# keep their own instead of rebuilding each other's; squall-base:RELEASE names the first one
+# built. `build-base.sh RELEASE --name` prints the tag for this checkout's list.
 set -euo pipefail
 release=${1:-trixie}
-image="squall-base:${release}"
+plain="squall-base:${release}"
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -15,19 +18,24 @@ case "$release" in
   *) echo "build-base: unknown release '$release': use bookworm (Slurm 22.05), trixie (24.11) or sid (26.05)" >&2; exit 2 ;;
 esac
 
+mapfile -t packages < <(grep -v '^#' "$here/node-packages.txt" | grep -v '^ *$')
+key=$(printf '%s\n' "${packages[@]}" | sort | sha256sum | cut -c1-16)
+image="squall-base:${release}-${key}"
+if [ "${2:-}" = --name ]; then echo "$image"; exit 0; fi
+
 # Several checkouts share the base image: one builds it, the others wait and reuse it.
 exec 9>"/var/lock/squall-base-$release.lock"
 flock 9
 
-mapfile -t packages < <(grep -v '^#' "$here/node-packages.txt" | grep -v '^ *$')
-key=$(printf '%s\n' "${packages[@]}" | sort | sha256sum | cut -c1-16)
 if [ "${FORCE:-0}" != 1 ] && docker image inspect "$image" >/dev/null 2>&1; then
-  have=$(docker image inspect -f '{{ index .Config.Labels "squall.packages" }}' "$image" 2>/dev/null || true)
-  if [ "$have" = "$key" ]; then
-    echo "build-base: $image exists (cached)"
-    exit 0
-  fi
-  echo "build-base: $image was built from another package list (docker/node-packages.txt changed): rebuilding"
+  echo "build-base: $image exists (cached)"
+  exit 0
+fi
+have=$(docker image inspect -f '{{ index .Config.Labels "squall.packages" }}' "$plain" 2>/dev/null || true)
+if [ "${FORCE:-0}" != 1 ] && [ "$have" = "$key" ]; then
+  docker tag "$plain" "$image"
+  echo "build-base: $image is $plain (cached)"
+  exit 0
 fi
 
 work=$(mktemp -d /var/tmp/squall-rootfs.XXXXXX)
@@ -64,4 +72,5 @@ tar -C "$work/rootfs" -c . | docker import \
   -c 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   -c "LABEL squall.packages=$key" \
   - "$image" >/dev/null
+docker image inspect "$plain" >/dev/null 2>&1 || docker tag "$image" "$plain"
 echo "build-base: $image ready"

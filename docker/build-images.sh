@@ -5,7 +5,8 @@ release=${1:-${SQUALL_RELEASE:-trixie}}
 top=$(cd "$(dirname "$0")/.." && pwd)
 image="${SQUALL_CLUSTER:-squall}-node:$release"
 bash "$top/docker/build-base.sh" "$release"
-echo "build-images: $image"
-docker build -q -f "$top/docker/node.Dockerfile" --build-arg "RELEASE=$release" \
+base=$(bash "$top/docker/build-base.sh" "$release" --name)
+echo "build-images: $image (from $base)"
+docker build -q -f "$top/docker/node.Dockerfile" --build-arg "RELEASE=$release" --build-arg "BASE=$base" \
   -t "$image" "$top" >/dev/null
 echo "build-images: $image ready"

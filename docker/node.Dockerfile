@@ -1,7 +1,8 @@
 # A mini-cluster node: the debootstrap base (docker/build-base.sh) plus squall built
 # inside the image, against this image's own Slurm headers and Python.
 ARG RELEASE=trixie
-FROM squall-base:${RELEASE}
+ARG BASE=squall-base:${RELEASE}
+FROM ${BASE}
 
 # The test user, same uid on every node, home on the shared /fsx.
 RUN groupadd -g 1000 squall \
@@ -20,11 +21,14 @@ RUN if ls /tmp/enroot-debs/*.deb >/dev/null 2>&1; then \
       apt-get install -y --no-install-recommends /tmp/enroot-debs/*.deb && touch /etc/squall/real-enroot; \
     fi; rm -rf /tmp/enroot-debs
 
+# squall from its Debian packages, built here (debhelper) against this image's Slurm headers
+# and Python, and installed with dpkg: the integration tests test the packages.
 COPY . /opt/squall/src
 WORKDIR /opt/squall/src
-RUN pip install -q --break-system-packages --no-build-isolation --no-deps . \
- && make -C spank install && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf \
+RUN bash packaging/build-debs.sh /opt/squall/debs \
+ && dpkg -i /opt/squall/debs/squall-slurm-plugin_*.deb /opt/squall/debs/python3-squall_*.deb \
+ && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf \
  && bash tests/enroot_test_runtime/install.sh \
- && rm -rf build spank/build
+ && rm -f /opt/squall/debs/*-dbgsym_*.deb && rm -rf /opt/squall/src
 WORKDIR /
 ENTRYPOINT ["/usr/local/sbin/squall-node-init"]

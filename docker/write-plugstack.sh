@@ -1,12 +1,16 @@
 #!/bin/bash
-# Write the node's plugstack.conf: the squall plugin, pointed at real Enroot when the
-# image has it (docker/enroot-debs), else at the Enroot-compatible test runtime.
+# Write the node's plugstack.conf: the packaged snippet's line (squall-slurm-plugin:
+# the plugin in Slurm's PluginDir, sqshbuild=/usr/bin/sqshbuild), with the mini cluster's
+# arguments added: real Enroot when the image has it (docker/enroot-debs), else the
+# Enroot-compatible test runtime.
 set -euo pipefail
 out=${1:-/etc/slurm/plugstack.conf}
+snippet=${SQUALL_SNIPPET:-/usr/share/squall/plugstack.conf.d/squall.conf}
 enroot=/opt/enroot-test-runtime/bin/enroot
 [ -e /etc/squall/real-enroot ] && enroot=/usr/bin/enroot
-plugin=${SQUALL_PLUGIN:-/usr/local/lib/squall/spank_squall.so}
+line=$(grep -m1 '^required ' "$snippet") || {
+  echo "write-plugstack: no 'required' line in $snippet (is squall-slurm-plugin installed?)" >&2; exit 1; }
 cat >"$out" <<CONF
-# squall: Pyxis-compatible container steps (see spank/plugstack.conf.example)
-required $plugin enroot=$enroot image_cache=/fsx/squall/images runtime_path=/run/squall sqshbuild=/usr/local/bin/sqshbuild
+# squall: Pyxis-compatible container steps ($snippet, with the mini cluster's arguments)
+$line enroot=$enroot image_cache=/fsx/squall/images runtime_path=/run/squall
 CONF

@@ -11,12 +11,19 @@ core as they were); ``bytes`` are passed through untouched. A NUL byte cannot re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from squall._core import ffi, lib  # type: ignore[import-untyped]  # cffi-built
 from squall.errors import SquallError
+
+# The one bridge to the C core: other modules (squall.efa.detect) take ffi and lib from here.
+try:
+    from squall._core import ffi as ffi
+    from squall._core import lib as lib
+except ImportError as exc:  # a checkout where `make core` has not run, or a broken install
+    raise ImportError(f"squall's C core (squall._core) cannot be loaded ({exc}): run `make "
+                      "core` in a checkout, or reinstall squall") from exc
 
 __all__ = [
     "Flag",
@@ -42,6 +49,7 @@ __all__ = [
 
 _ERRLEN = 1024
 _Text = str | bytes
+_T = TypeVar("_T")
 
 
 def _bytes(what: str, value: _Text) -> bytes:
@@ -172,7 +180,7 @@ _MOUNT_TYPES = {lib.SQ_MOUNT_BIND: "bind", lib.SQ_MOUNT_TMPFS: "tmpfs",
                 lib.SQ_MOUNT_UMOUNT: "umount"}
 
 
-def _with_mounts(spec: _Text, cwd: _Text | None, use: Any) -> Any:
+def _with_mounts(spec: _Text, cwd: _Text | None, use: Callable[[Any, Any], _T]) -> _T:
     lst = ffi.new("struct sq_mount_list *")
     err = _errbuf()
     if lib.sq_mounts_parse(_cstr("--container-mounts", spec), _cstr("working directory", cwd),

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from squall.efa.fake_tree import make_node
+from fake_efa_tree import make_node
 
 from .cluster import Cluster
 from .images import IMAGE_DIR, IMAGE_ENV, build_image

@@ -6,6 +6,7 @@ its record still match a live process: these parsers decide what "match" reads."
 import os
 
 import pytest
+
 from squall._core import ffi, lib
 
 

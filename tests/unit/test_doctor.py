@@ -10,9 +10,9 @@ import resource
 import pytest
 from squall_cli import run_squall
 
+from fake_efa_tree import make_node
 from squall.efa import detect as efa
 from squall.efa import doctor
-from squall.efa.fake_tree import make_node
 
 
 def run_main(monkeypatch, capsys, *args):
@@ -97,7 +97,7 @@ def test_quiet_prints_only_the_failure_line(monkeypatch, capsys, p5, tmp_path,
 
 def test_bad_root_is_one_line(monkeypatch, capsys, tmp_path):
     rc, out, err = run_main(monkeypatch, capsys, "--sysfs-root", str(tmp_path / "x"))
-    assert rc == 1 and out == ""
+    assert rc == 2 and out == ""  # could not check: a usage error, not a failed check
     assert err == f"squall: error: --sysfs-root {tmp_path / 'x'} does not exist: give the " \
                   "node's sysfs (default /sys)\n"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fake_efa_tree import make_image, make_node
 from squall.efa import detect as efa
-from squall.efa.fake_tree import make_image, make_node
 from squall.errors import SquallError
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.efa.fake_tree import make_image, make_node
+from fake_efa_tree import make_image, make_node
 
 ENROOT_DIR = Path(__file__).resolve().parents[2] / "enroot"
 HOOK = ENROOT_DIR / "hooks.d" / "90-squall-efa.sh"

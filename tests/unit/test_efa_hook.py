@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from squall._core import ffi, lib
 
-from squall.efa.fake_tree import make_image, make_node
+from fake_efa_tree import make_image, make_node
+from squall._core import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "spank" / "core"

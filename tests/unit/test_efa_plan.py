@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
+from fake_efa_tree import make_image, make_node
 from squall.efa import detect as efa
-from squall.efa.fake_tree import make_image, make_node
 from squall.errors import SquallError
 
 OBSOLETE = ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE", "RDMAV_FORK_SAFE",

@@ -84,13 +84,13 @@ def test_files_and_stdin_together(monkeypatch, capsys):
 
 def test_no_nccl_lines_is_an_error(monkeypatch, capsys):
     rc, out, err = run_main(monkeypatch, capsys, "nccl-check", stdin="training...\nloss 1.2\n")
-    assert rc == 1 and out == ""
+    assert rc == 2 and out == ""  # nothing to judge by: not a fallback found
     assert err.splitlines() == [err.strip()] and "NCCL_DEBUG=INFO" in err
 
 
 def test_missing_file_is_one_line(monkeypatch, capsys, tmp_path):
     rc, _, err = run_main(monkeypatch, capsys, "nccl-check", str(tmp_path / "nope.log"))
-    assert rc == 1
+    assert rc == 2
     assert err.strip() == (f"squall: error: cannot read log {tmp_path / 'nope.log'}: No such "
                            "file or directory: give an existing file, or - for stdin")
 

@@ -160,4 +160,4 @@ def test_gc_cli(tmp_path):
     assert proc.stdout.strip() == f"removed image {D1} (4.0 KiB)" and not cache.has(D1)
     proc = subprocess.run([*cli, "gc", "--max-size", "lots", "--cache-dir", str(cache.root)],
                           capture_output=True, text=True, env=env)
-    assert proc.returncode == 1 and proc.stderr.startswith("sqshbuild: error: size 'lots'")
+    assert proc.returncode == 2 and proc.stderr.startswith("sqshbuild: error: size 'lots'")

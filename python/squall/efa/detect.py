@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
-from squall._core import ffi, lib
+from squall.core import _ERRLEN as ERRLEN
+from squall.core import _errbuf, _fail, _str, ffi, lib
 from squall.errors import SquallError
 
-ERRLEN = 512
 MEMLOCK_MIN = 16 << 30
 MODES = {
     "auto": lib.SQ_EFA_SETTING_AUTO,
@@ -76,7 +77,7 @@ class Plan:
 
 
 def _s(buf: object) -> str:
-    return ffi.string(buf).decode("utf-8", "replace")
+    return _str(buf) or ""
 
 
 def _lib_from_c(c: object) -> EfaLib:
@@ -101,10 +102,6 @@ def _node_to_c(node: EfaNode) -> object:
     return c
 
 
-def _err(buf: object) -> SquallError:
-    return SquallError(_s(buf))
-
-
 def detect(sysfs_root: str = "/sys", dev_root: str = "/dev",
            opt_root: str = "/opt/amazon") -> EfaNode:
     """Detect EFA on this node, reading the given roots (tests point them at trees)."""
@@ -112,10 +109,10 @@ def detect(sysfs_root: str = "/sys", dev_root: str = "/dev",
     bufs = [ffi.new("char[]", s.encode()) for s in (sysfs_root, dev_root, opt_root)]
     roots = ffi.new("struct sq_efa_roots *", dict(zip(("sysfs", "dev", "opt"), bufs, strict=True)))
     c = ffi.new("struct sq_efa_node *")
-    err = ffi.new("char[]", ERRLEN)
+    err = _errbuf()
     if lib.sq_efa_detect(roots, c, err, ERRLEN) != 0:
-        raise _err(err)
-    out = {}
+        raise _fail(err)
+    out: dict[str, Any] = {}
     for f in dataclasses.fields(EfaNode):
         value = getattr(c, f.name)
         if f.name in ("libfabric", "ofi_nccl"):
@@ -132,9 +129,9 @@ def detect(sysfs_root: str = "/sys", dev_root: str = "/dev",
 def scan_image(rootfs: str) -> EfaImage:
     """List an image root for its own libfabric and aws-ofi-nccl."""
     c = ffi.new("struct sq_efa_image *")
-    err = ffi.new("char[]", ERRLEN)
+    err = _errbuf()
     if lib.sq_efa_image_scan(rootfs.encode(), c, err, ERRLEN) != 0:
-        raise _err(err)
+        raise _fail(err)
     return EfaImage(libfabric=_lib_from_c(c.libfabric), ofi_nccl=_lib_from_c(c.ofi_nccl))
 
 
@@ -168,9 +165,9 @@ def plan(node: EfaNode, image: EfaImage | None, mode: str = "auto",
     }
     req = ffi.new("struct sq_efa_request *", {"mode": MODES[mode], **bufs})
     out = ffi.new("struct sq_efa_plan *")
-    err = ffi.new("char[]", ERRLEN)
+    err = _errbuf()
     if lib.sq_efa_plan(cnode, cimage, req, out, err, ERRLEN) != 0:
-        raise _err(err)
+        raise _fail(err)
     try:
         return Plan(active=bool(out.active),
                     env=_s(out.env).splitlines(),

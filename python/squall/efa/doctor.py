@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from squall.efa import detect as efa
-from squall.errors import SquallError
+from squall.errors import SquallError, UsageError
 
 
 @dataclass
@@ -138,7 +138,7 @@ def run_checks(opts: DoctorOptions) -> list[Check]:
     for flag, path, what in (("--sysfs-root", opts.sysfs_root, "sysfs (default /sys)"),
                              ("--dev-root", opts.dev_root, "/dev (default /dev)")):
         if not os.path.isdir(path):
-            raise SquallError(f"{flag} {path} does not exist: give the node's {what}")
+            raise UsageError(f"{flag} {path} does not exist: give the node's {what}")
     checks: list[Check] = []
     node = efa.detect(opts.sysfs_root, opts.dev_root, opts.opt_root)
     if opts.efa:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from squall.cliutil import run_cli
-from squall.errors import SquallError
+from squall.cliutil import CONTEXT_SETTINGS, is_quiet, log, output_options, run_cli, version_option
+from squall.errors import SetupError, SquallError
 from squall.mksbatch.jobs import submit as submit_job
 from squall.mksbatch.overrides import Override, OverrideError, parse_set
 from squall.mksbatch.recipe import load_recipe, recipe_dict
@@ -27,8 +27,8 @@ def write_atomic(path: Path, text: str, mode: int = 0o755) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     except OSError as exc:
-        raise SquallError(f"cannot write {path}: {exc.strerror}: check that the directory "
-                          "exists and is writable") from None
+        raise SetupError(f"cannot write {path}: {exc.strerror}: check that the directory "
+                         "exists and is writable") from None
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -38,7 +38,7 @@ def write_atomic(path: Path, text: str, mode: int = 0o755) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise SquallError(f"cannot write {path}: {exc.strerror}") from None
+        raise SetupError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _parse_sets(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]
@@ -52,7 +52,9 @@ def _parse_sets(_ctx: click.Context, _param: click.Parameter, values: Sequence[s
 SCHEMA = "schema"  # `mksbatch schema`: a recipe file of that name is given as ./schema
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings=CONTEXT_SETTINGS)
+@version_option("mksbatch")
+@output_options
 @click.argument("recipe", type=click.Path(dir_okay=False))
 @click.option("--set", "overrides", metavar="KEY=VALUE", multiple=True, callback=_parse_sets,
               help="Override a recipe field (dotted KEY, YAML VALUE), validated like the "
@@ -97,6 +99,7 @@ def command(ctx: click.Context, recipe: str, overrides: tuple[Override, ...],
     if output:
         write_atomic(Path(output), script)
         result["output"] = output
+        log.info("wrote %s", output)
     if submit or follow:
         slurm = client(backend)
         job_id = submit_job(parsed, workdir=os.getcwd(), slurm=slurm)
@@ -112,7 +115,8 @@ def command(ctx: click.Context, recipe: str, overrides: tuple[Override, ...],
     click.echo(result["job_id"])
     if follow:
         job_id = int(str(result["job_id"]))
-        final = watch(slurm, job_id, lambda line: click.echo(line), poll=poll)
+        final = watch(slurm, job_id, lambda line: None if is_quiet() else click.echo(line),
+                      poll=poll)
         if final.state != "COMPLETED":
             raise SquallError(f"job {job_id} ended {final.state} after {final.restarts} "
                               f"restart(s): see its log in the recipe's log_dir")

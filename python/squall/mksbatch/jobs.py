@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from squall.errors import SquallError
+from squall.errors import SetupError
 from squall.mksbatch.recipe import Recipe
 from squall.mksbatch.render import render
 from squall.slurm import SlurmClient, client
@@ -16,8 +16,8 @@ def make_log_dir(path: str) -> None:
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SquallError(f"cannot create log_dir {path}: {exc.strerror}: create it on shared "
-                          "storage the nodes see, or change log_dir in the recipe") from None
+        raise SetupError(f"cannot create log_dir {path}: {exc.strerror}: create it on shared "
+                         "storage the nodes see, or change log_dir in the recipe") from None
 
 
 def submit(recipe: Recipe, backend: str = "auto", workdir: str | None = None,

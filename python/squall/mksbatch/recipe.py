@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from squall.errors import SquallError
+from squall.errors import SetupError, SquallError
 from squall.mksbatch.container import CONTAINER_FIELDS, Container, read_container
 from squall.mksbatch.options import read_sbatch, read_setup, read_srun
 from squall.mksbatch.overrides import Override, apply, normalize, yaml_text
@@ -112,8 +112,8 @@ def load_recipe(path: str | Path, display_path: str | None = None,
         with open(path, "rb") as fh:
             data = fh.read(MAX_BYTES + 1)  # bounded: the path may be /dev/zero or a FIFO
     except OSError as exc:
-        raise SquallError(f"cannot read recipe {shown}: {exc.strerror}: "
-                          "check the path") from None
+        raise SetupError(f"cannot read recipe {shown}: {exc.strerror}: "
+                         "check the path") from None
     if len(data) > MAX_BYTES:
         raise SquallError(f"cannot read recipe {shown}: it is larger than "
                           f"{MAX_BYTES >> 20} MiB, and a recipe is a small YAML file: "

@@ -10,7 +10,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from squall.errors import SquallError
+from squall.errors import SetupError, SquallError
 
 # States after which a job will not run again by itself.
 FINAL_STATES = frozenset({
@@ -24,6 +24,10 @@ FINAL_UNLESS_REQUEUED = frozenset({"NODE_FAIL", "PREEMPTED"})
 
 class SlurmClientError(SquallError):
     """A Slurm command or API call failed; the message names the call and Slurm's reason."""
+
+
+class SlurmUnavailable(SlurmClientError, SetupError):
+    """The Slurm commands (or slurmctld) cannot be reached from here (exit 2)."""
 
 
 class JobNotFound(SlurmClientError):

@@ -15,7 +15,14 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-from squall.slurm.base import JobInfo, JobNotFound, SlurmClient, SlurmClientError, SlurmVersion
+from squall.slurm.base import (
+    JobInfo,
+    JobNotFound,
+    SlurmClient,
+    SlurmClientError,
+    SlurmUnavailable,
+    SlurmVersion,
+)
 
 _NOT_FOUND = re.compile(r"invalid job id|does not exist|not found", re.IGNORECASE)
 _NO_JSON = re.compile(r"json|serializer|data_parser|unrecognized option|invalid option",
@@ -40,10 +47,10 @@ class CliSlurmClient(SlurmClient):
             return subprocess.run(list(argv), input=stdin, cwd=cwd, capture_output=True,
                                   text=True, timeout=self.timeout, check=False)
         except FileNotFoundError:
-            raise SlurmClientError(f"{argv[0]} not found on PATH: run this on a Slurm "
+            raise SlurmUnavailable(f"{argv[0]} not found on PATH: run this on a Slurm "
                                    "login node, or install the Slurm client commands") from None
         except subprocess.TimeoutExpired:
-            raise SlurmClientError(f"{' '.join(argv)} did not answer within "
+            raise SlurmUnavailable(f"{' '.join(argv)} did not answer within "
                                    f"{self.timeout:.0f} s: check that slurmctld is up "
                                    "(scontrol ping)") from None
 

@@ -13,8 +13,16 @@ from typing import Any
 
 import click
 
-from squall.cliutil import run_cli
-from squall.errors import SquallError
+from squall.cliutil import (
+    CONTEXT_SETTINGS,
+    is_quiet,
+    json_option,
+    log,
+    output_options,
+    run_cli,
+    version_option,
+)
+from squall.errors import SquallError, UsageError
 from squall.sqshbuild.build import BuildOptions, Reporter, build
 from squall.sqshbuild.cache import ImageCache, parse_size
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
@@ -24,8 +32,9 @@ class _DefaultGroup(click.Group):
     """``sqshbuild REF`` means ``sqshbuild build REF``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h",
-                                                                      "--version"):
+        first = next((a for a in args if not a.startswith("-")), None)
+        if args and first not in self.commands and args[0] not in ("--help", "-h",
+                                                                    "--version"):
             args = ["build", *args]
         return super().parse_args(ctx, args)
 
@@ -110,8 +119,9 @@ class PlainReporter(Reporter):
         click.echo(f"waiting for {who}, which is building this image", err=True)
 
 
-@click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option("0.1.0", prog_name="sqshbuild")
+@click.group(cls=_DefaultGroup, context_settings=CONTEXT_SETTINGS, no_args_is_help=False)
+@version_option("sqshbuild")
+@output_options
 def cli() -> None:
     """OCI/Docker images to Enroot squashfs files, built once per cluster and cached by digest.
 
@@ -150,23 +160,23 @@ def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
               help="Parallel downloads [default: 2 on 2 CPUs, up to 4 with more].")
 @click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Scratch space for dockerd:// and the unpack pipeline [default: TMPDIR].")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the image path.")
+@json_option
+@output_options
 def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, compressor: str,
               level: int, block_size: int, processors: int, enroot_compat: bool, pipeline: str,
-              insecure: tuple[str, ...], jobs: int, work_dir: Path | None, as_json: bool,
-              quiet: bool) -> None:
-    """Build REF into the cache (or -o PATH) and print the image path."""
+              insecure: tuple[str, ...], jobs: int, work_dir: Path | None, as_json: bool) -> None:
+    """Build REF into the cache (or -o PATH) and print the image path (-q: only that)."""
+    quiet = is_quiet()
     if enroot_compat:
         squash = ENROOT_COMPAT
         if pipeline == "stream":
-            raise SquallError("--enroot-compat needs the unpack pipeline (tar2sqfs has no -noD):"
+            raise UsageError("--enroot-compat needs the unpack pipeline (tar2sqfs has no -noD):"
                               " drop --pipeline stream")
     else:
         squash = SquashOptions(compressor=compressor, level=level, block_size=block_size,
                                processors=processors, pipeline=pipeline)
     if jobs < 0:
-        raise SquallError(f"--jobs {jobs}: give at least 1 (or 0 for the default)")
+        raise UsageError(f"--jobs {jobs}: give at least 1 (or 0 for the default)")
     tty = sys.stderr.isatty() and not quiet and not as_json
     reporter: Reporter
     if tty:
@@ -191,6 +201,8 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
     if not quiet:
         what = "cached" if result.cached else f"built in {result.seconds:.1f} s"
         click.echo(f"{result.reference} ({result.digest}) {what}", err=True)
+        log.info("timings (s since start): %s", ", ".join(
+            f"{k} {v}" for k, v in bopts.timings.items()))
     click.echo(str(result.path))
 
 
@@ -205,11 +217,12 @@ def _sidecar_for(image: Path) -> dict[str, Any] | None:
 
 @cli.command()
 @click.argument("image", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the sidecar as JSON.")
+@json_option
+@output_options
 def inspect(image: Path, as_json: bool) -> None:
     """Print what is known about IMAGE.sqsh: reference, digests, size, versions."""
     if not image.is_file():
-        raise SquallError(f"{image} does not exist: give the path of a .sqsh file")
+        raise UsageError(f"{image} does not exist: give the path of a .sqsh file")
     probe = subprocess.run(["unsquashfs", "-s", str(image)], capture_output=True, text=True,
                            check=False)
     if probe.returncode != 0:
@@ -241,14 +254,20 @@ def inspect(image: Path, as_json: bool) -> None:
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
               help="Shared image cache [env SQSHBUILD_CACHE, default /fsx/squall/images].")
 @click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
+@output_options
 def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> None:
     """Evict least recently used images (and unused layers) until the cache fits."""
-    limit = parse_size(max_size)
+    try:
+        limit = parse_size(max_size)
+    except SquallError as exc:
+        raise UsageError(str(exc)) from None
     cache = ImageCache.open(cache_dir)
     removed = cache.gc(limit, dry_run=dry_run)
     if as_json:
         click.echo(json.dumps({"removed": removed, "dry_run": dry_run}))
+        return
+    if is_quiet():
         return
     verb = "would remove" if dry_run else "removed"
     for r in removed:
