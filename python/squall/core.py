@@ -349,6 +349,10 @@ class PlugstackConfig:
     efa_opt_root: str
     sbatch_support: bool
     log: str
+    use_squashfuse: bool
+    use_enroot_load: bool
+    importer: str | None
+    container_name_strict: bool
 
 
 def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
@@ -369,6 +373,8 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
             efa_dev_root=_str(cfg.efa_dev_root) or "",
             efa_opt_root=_str(cfg.efa_opt_root) or "",
             sbatch_support=bool(cfg.sbatch_support), log=_LOG[cfg.log] or "",
+            use_squashfuse=bool(cfg.use_squashfuse), use_enroot_load=bool(cfg.use_enroot_load),
+            importer=_str(cfg.importer), container_name_strict=bool(cfg.container_name_strict),
         )
     finally:
         lib.sq_config_free(cfg)

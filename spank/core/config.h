@@ -6,15 +6,24 @@
  *   enroot              /usr/bin/enroot             absolute path of the runtime executable
  *   sqshbuild           /usr/local/bin/sqshbuild    absolute path of the image builder
  *   image_cache         /fsx/squall/images          absolute shared cache directory
- *   container_scope     job                         job | global
- *   execute_entrypoint  0                           0 | 1 (default of --container-entrypoint)
+ *   container_scope     global                      job | global (as Pyxis)
+ *   execute_entrypoint  0                           boolean (default of --container-entrypoint)
  *   efa                 auto                        auto | require | off (default of --container-efa)
  *   efa_sysfs_root      /sys                        absolute; where EFA detection looks
  *   efa_dev_root        /dev                        absolute
  *   efa_opt_root        /opt/amazon                 absolute
- *   sbatch_support      1                           0 | 1 (run batch scripts in the container)
+ *   sbatch_support      1                           boolean (run batch scripts in the container)
  *   log                 quiet                       quiet | verbose (default of --container-log)
+ *   use_squashfuse      0                           boolean; Pyxis's key: squall always starts
+ *                                                   an image straight from its squashfs file
+ *   use_enroot_load     0                           boolean: registry images go through
+ *                                                   `enroot load` (Pyxis's meaning), not sqshbuild
+ *   importer            (none)                      absolute path of the site's importer
+ *                                                   (Pyxis's `get URI` / `release` protocol)
+ *   container_name_strict 0                         boolean: a named container found with
+ *                                                   another image is refused, not reused
  *
+ * Booleans take Pyxis's spellings, any case: 1 true yes y (on) and 0 false no n (off).
  * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
  * an error naming the argument: the plugin then refuses to load.
  * Documented for administrators in docs/plugstack-arguments.md.
@@ -43,6 +52,10 @@ struct sq_config {
 	char *efa_opt_root;
 	int sbatch_support;      /* 0 | 1 */
 	int log;                 /* enum sq_log_setting (options.h), never UNSET */
+	int use_squashfuse;      /* 0 | 1: accepted for Pyxis's lines; no effect */
+	int use_enroot_load;     /* 0 | 1 */
+	char *importer;          /* NULL: none */
+	int container_name_strict; /* 0 | 1 */
 };
 
 /* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).

@@ -265,22 +265,6 @@ const char *sq_log_setting_str(int setting)
 	return setting >= 0 && setting < 3 ? s[setting] : "?";
 }
 
-/* Boolean spellings accepted in SQUALL_/PYXIS_ variables. -1 when none. */
-static int parse_bool(const char *v)
-{
-	static const char *const yes[] = { "1", "true", "yes", "on" };
-	static const char *const no[] = { "0", "false", "no", "off" };
-	size_t i;
-
-	for (i = 0; i < 4; i++) {
-		if (strcasecmp(v, yes[i]) == 0)
-			return 1;
-		if (strcasecmp(v, no[i]) == 0)
-			return 0;
-	}
-	return -1;
-}
-
 static const char *nccl_level(const char *v)
 {
 	static const char *const levels[] = { "VERSION", "WARN", "INFO", "TRACE" };
@@ -314,10 +298,10 @@ static int parse_value(int id, const char *value, struct parsed *p, char *err, s
 		return sq_errf(err, errlen, "%s: needs a value (%s=%s)", what, what,
 			       flags[id].arg_info);
 	if (flags[id].has_arg == 0) {
-		b = value == NULL ? 1 : parse_bool(value);
+		b = value == NULL ? 1 : sq_bool_parse(value);
 		if (b < 0)
 			return sq_errf(err, errlen, "%s: '%s' is not a boolean (use 1 or 0, true or "
-				       "false, yes or no, on or off)", what,
+				       "false, yes or no, y or n, on or off)", what,
 				       sq_show(value, show, sizeof(show)));
 		p->ival = is_negative(id) ? !b : b;
 		p->norm = strdup(p->ival ? "1" : "0");

@@ -149,6 +149,8 @@ def test_environment_does_not_conflict_with_command_line():
         ("SQUALL_CONTAINER_MOUNT_HOME", "off", "mount_home", False),
         ("SQUALL_CONTAINER_NO_MOUNT_HOME", "yes", "mount_home", False),
         ("PYXIS_CONTAINER_REMAP_ROOT", "TRUE", "remap_root", True),
+        ("PYXIS_CONTAINER_REMAP_ROOT", "y", "remap_root", True),
+        ("PYXIS_CONTAINER_WRITABLE", "n", "writable", False),
         ("SQUALL_CONTAINER_READONLY", "1", "writable", False),
         ("SQUALL_CONTAINER_READONLY", "0", "writable", True),
         ("SQUALL_CONTAINER_ENTRYPOINT_LOG", "1", "entrypoint_log", True),
