@@ -12,6 +12,7 @@
 #include "options.h"
 #include "quote.h"
 #include "strbuf.h"
+#include "unshare.h"
 
 #define NAME_MAX_LEN 128
 
@@ -52,6 +53,8 @@ static const struct sq_flag flags[SQ_OPT_COUNT] = {
 	  "[squall] set NCCL_DEBUG (default INFO) to check which network NCCL picks" },
 	{ SQ_OPT_LOG, "container-log", 1, "quiet|verbose",
 	  "[squall] verbose: print per-phase timings (image, start, join)" },
+	{ SQ_OPT_UNSHARE, "container-unshare", 1, "NS[,NS...]",
+	  "[squall] new namespaces for the container: net, ipc, uts (comma-separated)" },
 };
 
 size_t sq_opt_flag_count(void)
@@ -319,11 +322,9 @@ static int parse_value(int id, const char *value, struct parsed *p, char *err, s
 		sq_mounts_free(&ml);
 		break;
 	case SQ_OPT_WORKDIR:
+		/* Relative: from the container's working directory (the image's WORKDIR). */
 		if (sq_text_check(what, value, PATH_MAX - 1, err, errlen) != 0)
 			return -1;
-		if (value[0] != '/')
-			return sq_errf(err, errlen, "%s: '%s' must be an absolute path (start it with "
-				       "'/')", what, sq_show(value, show, sizeof(show)));
 		break;
 	case SQ_OPT_NAME:
 		if (sq_opt_parse_name(value, &p->str, &p->ival, err, errlen) != 0)
@@ -361,6 +362,19 @@ static int parse_value(int id, const char *value, struct parsed *p, char *err, s
 		if (sq_log_setting_parse(what, value, &p->ival, err, errlen) != 0)
 			return -1;
 		break;
+	case SQ_OPT_UNSHARE: {
+		char canon[32];
+		if (sq_unshare_parse(value, &p->ival, err, errlen) != 0)
+			return -1;
+		p->str = strdup(value);
+		p->norm = strdup(sq_unshare_str(p->ival, canon, sizeof(canon)));
+		if (p->str == NULL || p->norm == NULL) {
+			free(p->str);
+			free(p->norm);
+			return sq_errf(err, errlen, "%s: out of memory", what);
+		}
+		return 0;
+	}
 	default:
 		return sq_errf(err, errlen, "%s: internal error: no parser", what);
 	}
@@ -394,6 +408,7 @@ static void store(struct sq_opts *o, int id, struct parsed *p)
 	case SQ_OPT_WRITABLE: o->writable = p->ival; break;
 	case SQ_OPT_EFA: o->efa = p->ival; break;
 	case SQ_OPT_LOG: o->log = p->ival; break;
+	case SQ_OPT_UNSHARE: o->unshare = p->ival; break;
 	}
 	if (field != NULL) {
 		free(*field);
