@@ -29,6 +29,12 @@ def srun(cluster: Cluster, args: str, cmd: str, check: bool = True,
                        env=env, timeout=timeout)
 
 
+def mounted(path: str) -> str:
+    """Shell test: is ``path`` (a word the shell expands, e.g. "$HOME") a mount point?
+    (The test images have no findmnt.)"""
+    return f"awk -v p={path} '$5 == p {{f = 1}} END {{exit !f}}' /proc/self/mountinfo"
+
+
 def last_line(res: Result) -> str:
     lines = res.out.strip().splitlines()
     return lines[-1] if lines else ""

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from .cluster import Cluster
-from .pyxis_helpers import HOME, NODE, base_image, last_line, plain_image, srun
+from .pyxis_helpers import HOME, NODE, base_image, last_line, mounted, plain_image, srun
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +42,11 @@ def test_pyxis_env_container_image_command_line_wins(cluster: Cluster, image: st
 
 
 def test_pyxis_env_container_mounts(cluster: Cluster, image: str) -> None:
-    res = srun(cluster, f"--container-image={image}", "findmnt -n /mnt/a >/dev/null && echo ok",
+    res = srun(cluster, f"--container-image={image}", f"{mounted('/mnt/a')} && echo ok",
                env={"PYXIS_CONTAINER_MOUNTS": "/tmp:/mnt/a"})
     assert last_line(res) == "ok", res
     cli = srun(cluster, f"--container-image={image} --container-mounts=/tmp:/mnt/b",
-               "findmnt -n /mnt/b >/dev/null && ! findmnt -n /mnt/a >/dev/null && echo ok",
+               f"{mounted('/mnt/b')} && ! {mounted('/mnt/a')} && echo ok",
                env={"PYXIS_CONTAINER_MOUNTS": "/tmp:/mnt/a"})
     assert last_line(cli) == "ok", cli
 
@@ -84,14 +84,14 @@ def test_pyxis_env_container_save(cluster: Cluster, image: str) -> None:
 def test_pyxis_env_container_mount_home(cluster: Cluster, image: str, value: str,
                                         mounted: bool) -> None:
     res = srun(cluster, f"--container-image={image}",
-               f"findmnt -n {HOME} >/dev/null && echo mounted || echo not",
+               f"{mounted(HOME)} && echo mounted || echo not",
                env={"PYXIS_CONTAINER_MOUNT_HOME": value})
     assert last_line(res) == ("mounted" if mounted else "not"), res
 
 
 def test_pyxis_env_container_mount_home_command_line_wins(cluster: Cluster, image: str) -> None:
     res = srun(cluster, f"--container-image={image} --no-container-mount-home",
-               f"findmnt -n {HOME} >/dev/null && echo mounted || echo not",
+               f"{mounted(HOME)} && echo mounted || echo not",
                env={"PYXIS_CONTAINER_MOUNT_HOME": "1"})
     assert last_line(res) == "not", res
 

@@ -17,6 +17,7 @@ from .pyxis_helpers import (
     base_image,
     error_lines,
     last_line,
+    mounted,
     plain_image,
     srun,
     warning_lines,
@@ -215,7 +216,7 @@ def test_pyxis_no_container_remap_root_uid_map(cluster: Cluster, image: str) -> 
 
 def test_pyxis_container_mount_home(cluster: Cluster, image: str) -> None:
     res = srun(cluster, f"--container-image={image} --container-mount-home",
-               'findmnt -n "$HOME" >/dev/null && echo "home=$HOME"')
+               mounted('"$HOME"') + ' && echo "home=$HOME"')
     assert last_line(res) == f"home={HOME}", res
 
 
