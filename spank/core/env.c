@@ -43,6 +43,10 @@ static const char *const task_prefix[] = {
 	"SLURM_CPU_BIND", "SLURM_MEM_BIND", "OMPI_COMM_WORLD_", NULL
 };
 
+/* Variables that describe the step: the task's own value wins over a copy the container
+ * took when it started (Enroot's 50-slurm-pmi hook copies them; a later step may join). */
+static const char *const step_prefix[] = { "SLURM_", "PMIX_", "PMI_", NULL };
+
 static int matches(const char *name, size_t n, const char *const *exact,
 		   const char *const *prefix)
 {
@@ -251,8 +255,9 @@ static int overlay_into(struct vec *a, const char *block, size_t len, const char
 		if (!sq_is_identifier(entry, klen) || strncmp(entry, "ENROOT_", 7) == 0 ||
 		    task_specific_n(entry, klen))
 			continue;
-		if (in_keep(keep, entry, klen) && task_has(task_env, entry, klen))
-			continue;    /* --container-env: the task's own value stays */
+		if ((in_keep(keep, entry, klen) || matches(entry, klen, no_prefix, step_prefix)) &&
+		    task_has(task_env, entry, klen))
+			continue;    /* --container-env, step variables: the task's value stays */
 		if (vec_set(a, sq_strndup(entry, n)) != 0)
 			return -1;
 	}

@@ -112,3 +112,12 @@ def test_keep_environ_lines_for_the_runtime_start():
     job = {"A": "1", "ENROOT_X": "y", "B": "2", "EMPTY": ""}
     assert keep_environ_lines(job, "A,ENROOT_X,MISSING,EMPTY") == ["A=1", "EMPTY="]
     assert keep_environ_lines(job, None) == []
+
+
+def test_step_variables_keep_the_task_s_value():
+    # Enroot's 50-slurm-pmi hook copies SLURM_*, PMIX_* and PMI_* into the container; a
+    # later step joining it must still see its own step's values.
+    task = {"SLURM_STEP_ID": "7", "PMIX_NAMESPACE": "slurm.pmix.9.7", "PMI_SIZE": "4"}
+    block = (b"SLURM_STEP_ID=0\0PMIX_NAMESPACE=slurm.pmix.9.0\0PMI_SIZE=2\0"
+             b"SLURM_ONLY_IN_CONTAINER=x\0")
+    assert merge_environment(task, block) == {**task, "SLURM_ONLY_IN_CONTAINER": "x"}
