@@ -348,7 +348,7 @@ def resolve_step_options(
 @dataclass(frozen=True)
 class PlugstackConfig:
     runtime_path: str
-    enroot: str
+    enroot: str | None        # None: `enroot` on slurmstepd's PATH (as Pyxis)
     sqshbuild: str
     image_cache: str
     container_scope: str
@@ -376,7 +376,7 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
     try:
         scope = "global" if cfg.container_scope == lib.SQ_SCOPE_GLOBAL else "job"
         conf = PlugstackConfig(
-            runtime_path=_str(cfg.runtime_path) or "", enroot=_str(cfg.enroot) or "",
+            runtime_path=_str(cfg.runtime_path) or "", enroot=_str(cfg.enroot),
             sqshbuild=_str(cfg.sqshbuild) or "", image_cache=_str(cfg.image_cache) or "",
             container_scope=scope, execute_entrypoint=bool(cfg.execute_entrypoint),
             efa=_EFA[cfg.efa] or "", efa_sysfs_root=_str(cfg.efa_sysfs_root) or "",

@@ -24,7 +24,7 @@ struct key {
 #define F(field) offsetof(struct sq_config, field)
 static const struct key keys[] = {
 	{ "runtime_path", K_PATH, "/run/squall", F(runtime_path) },
-	{ "enroot", K_PATH, "/usr/bin/enroot", F(enroot) },
+	{ "enroot", K_OPTPATH, NULL, F(enroot) },
 	{ "sqshbuild", K_PATH, "/usr/local/bin/sqshbuild", F(sqshbuild) },
 	{ "image_cache", K_PATH, "/fsx/squall/images", F(image_cache) },
 	{ "container_scope", K_SCOPE, "global", F(container_scope) },
@@ -65,7 +65,7 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 		if (value[0] != '/' || strchr(value, ' ') != NULL)
 			return sq_errf(err, errlen, WHAT ": '%s': %s must be an absolute path without "
 				       "spaces (e.g. %s=%s)", show, k->name, k->name,
-				       k->def ? k->def : "/usr/local/sbin/importer");
+				       k->def ? k->def : "/usr/bin/enroot");
 		copy = strdup(value);
 		if (copy == NULL)
 			return sq_errf(err, errlen, WHAT ": out of memory");

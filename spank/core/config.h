@@ -3,7 +3,9 @@
  *
  *   key                 default                     value
  *   runtime_path        /run/squall                 absolute directory for per-step state
- *   enroot              /usr/bin/enroot             absolute path of the runtime executable
+ *   enroot              (enroot on PATH)            absolute path of the runtime executable;
+ *                                                   unset: `enroot` found on slurmstepd's
+ *                                                   PATH when a step starts, as Pyxis runs it
  *   sqshbuild           /usr/local/bin/sqshbuild    absolute path of the image builder
  *   image_cache         /fsx/squall/images          absolute shared cache directory
  *   container_scope     global                      job | global (as Pyxis)
@@ -41,7 +43,7 @@ enum sq_scope {
 /* Strings are heap copies owned by the struct: free with sq_config_free. */
 struct sq_config {
 	char *runtime_path;
-	char *enroot;
+	char *enroot;            /* NULL: `enroot` on slurmstepd's PATH */
 	char *sqshbuild;
 	char *image_cache;
 	int container_scope;     /* enum sq_scope */

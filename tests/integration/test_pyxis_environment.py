@@ -79,14 +79,14 @@ def test_pyxis_env_container_save(cluster: Cluster, image: str) -> None:
     cluster.run(f"rm -f {out}")
 
 
-@pytest.mark.parametrize(("value", "mounted"), [("1", True), ("y", True), ("0", False),
-                                                 ("false", False)])
+@pytest.mark.parametrize(("value", "home"), [("1", True), ("y", True), ("0", False),
+                                              ("false", False)])
 def test_pyxis_env_container_mount_home(cluster: Cluster, image: str, value: str,
-                                        mounted: bool) -> None:
+                                        home: bool) -> None:
     res = srun(cluster, f"--container-image={image}",
                f"{mounted(HOME)} && echo mounted || echo not",
                env={"PYXIS_CONTAINER_MOUNT_HOME": value})
-    assert last_line(res) == ("mounted" if mounted else "not"), res
+    assert last_line(res) == ("mounted" if home else "not"), res
 
 
 def test_pyxis_env_container_mount_home_command_line_wins(cluster: Cluster, image: str) -> None:
@@ -235,7 +235,7 @@ def test_runtime_path_step_from_a_containerized_batch_script(cluster: Cluster) -
     script = ("#!/bin/sh\n"
               f"#SBATCH --container-image={img}\n"
               "#SBATCH --container-mounts=/usr:/usr:ro,/etc/slurm:/etc/slurm:ro,/run/munge,"
-              "/etc/hosts:/etc/hosts:ro\n"
+              "/etc/hosts:/etc/hosts:ro,/etc/passwd:/etc/passwd:ro,/etc/group:/etc/group:ro\n"
               f"#SBATCH -o {out} -N1 -w {NODE}\n"
               'echo "batch PATH=$PATH"\n'
               "/usr/bin/srun /usr/bin/grep ^ID= /etc/os-release\n")

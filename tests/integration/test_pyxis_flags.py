@@ -132,9 +132,11 @@ def test_pyxis_container_mounts_bind_ro_and_short_form(cluster: Cluster, image: 
 
 
 def test_pyxis_container_mounts_regular_file_and_cwd(cluster: Cluster, image: str) -> None:
+    marker = f"cwd-marker-{time.time_ns()}"
+    cluster.put(f"{HOME}/{marker}", "x\n")
     res = srun(cluster, f"--container-image={image} "
                         "--container-mounts=/etc/hostname:/host-hostname,./:/test-mnt",
-               "cat /host-hostname; ls -d /test-mnt/jobs >/dev/null && echo cwd-ok")
+               f"cat /host-hostname; ls /test-mnt/{marker} >/dev/null && echo cwd-ok")
     assert NODE in res.out and "cwd-ok" in res.out, res
 
 

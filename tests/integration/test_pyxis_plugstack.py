@@ -16,6 +16,7 @@ import pytest
 
 from .cluster import Cluster
 from .pyxis_helpers import (
+    ENROOT,
     HOME,
     NODE,
     PLUGSTACK,
@@ -37,12 +38,17 @@ def image(cluster: Cluster) -> str:
 def test_pyxis_plugstack_site_line_loads_unchanged(cluster: Cluster, image: str) -> None:
     # A Pyxis site's arguments: no enroot= (Enroot is found on slurmstepd's PATH, as Pyxis
     # runs it), Pyxis's runtime_path, and Pyxis's keys and boolean spellings.
-    with plugstack_args(cluster, "runtime_path=/run/pyxis use_squashfuse=1 "
-                                 "sbatch_support=true execute_entrypoint=no"):
-        res = srun(cluster, f"--container-image={image}", "grep ^ID= /etc/os-release")
-        assert last_line(res) == "ID=squalltest", res
-        listed = cluster.run("ls -d /run/pyxis/1000", node=NODE, user="root", check=False)
-        assert listed.rc == 0, listed
+    # The node has Enroot where a site installs it (on slurmd's PATH).
+    cluster.run(f"ln -sfn {ENROOT} /usr/local/bin/enroot", node=NODE, user="root")
+    try:
+        with plugstack_args(cluster, "runtime_path=/run/pyxis use_squashfuse=1 "
+                                     "sbatch_support=true execute_entrypoint=no"):
+            res = srun(cluster, f"--container-image={image}", "grep ^ID= /etc/os-release")
+            assert last_line(res) == "ID=squalltest", res
+            listed = cluster.run("ls -d /run/pyxis/1000", node=NODE, user="root", check=False)
+            assert listed.rc == 0, listed
+    finally:
+        cluster.run("rm -f /usr/local/bin/enroot", node=NODE, user="root")
 
 
 @pytest.mark.parametrize("value", ["1", "0", "true", "false", "yes", "no", "y", "n"])
@@ -156,7 +162,7 @@ def test_pyxis_plugstack_use_enroot_load(cluster: Cluster, tools: str) -> None: 
     with plugstack_args(cluster, f"{current_args(cluster)} use_enroot_load=1"):
         res = cluster.run(f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N1 -w {NODE} "
                           f"--container-image={REGISTRY}/{repo}:v1 "
-                          "bash -c 'echo $GREETING $SLURM_JOB_ID.$SLURM_STEP_ID; pwd'",
+                          "sh -c 'echo $GREETING $SLURM_JOB_ID.$SLURM_STEP_ID; pwd'",
                           timeout=300)
     greeting, step = res.out.split()[-3:-1]
     assert greeting == "from-the-image" and last_line(res) == "/work/here", res

