@@ -135,3 +135,88 @@ def background_step(cluster: Cluster, jobid: str, args: str, cmd: str) -> None:
 def end_job(cluster: Cluster, jobid: str) -> None:
     cluster.run(f"scancel {jobid}", check=False)
     cluster.wait_job(jobid, {"CANCELLED", "COMPLETED"}, timeout=60)
+
+
+# Run as root on a node: mkapt.sh OUT REPO. A small Debian image holding apt and dpkg (from the
+# node's own binaries), and a flat local repository with one package whose file is owned by
+# uid 4242, which no container's user namespace maps: dpkg's chown then only works under
+# the task seccomp filter, and apt's sandbox only with Enroot's apt and shadow hooks.
+MKAPT = r"""#!/bin/bash
+set -euo pipefail
+out=$1 repo=$2
+tmp=$(mktemp -d /tmp/squall-apt.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+root=$tmp/root
+for d in usr/bin usr/sbin usr/lib/apt usr/share etc/apt/apt.conf.d etc/apt/preferences.d \
+         etc/apt/sources.list.d etc/dpkg/dpkg.cfg.d proc sys dev tmp run root var/tmp \
+         var/log/apt var/cache/apt/archives/partial var/lib/apt/lists/partial var/lib/dpkg/info \
+         var/lib/dpkg/updates var/lib/dpkg/triggers var/lib/dpkg/alternatives repo; do
+    mkdir -p "$root/$d"
+done
+chmod 1777 "$root/tmp" "$root/var/tmp"
+ln -s usr/bin "$root/bin"
+ln -s usr/sbin "$root/sbin"
+files=()
+for b in sh bash cat ls rm mkdir mv cp ln tar id env grep sed stat getent diff ldconfig tail \
+         head chown setpriv apt-get apt-cache dpkg dpkg-deb dpkg-split dpkg-query dpkg-trigger \
+         dpkg-maintscript-helper start-stop-daemon; do
+    p=$(type -P "$b" || true)
+    [ -n "$p" ] || continue
+    case $p in */sbin/*) dest=usr/sbin ;; *) dest=usr/bin ;; esac
+    cp -L "$p" "$root/$dest/$b"
+    files+=("$p")
+done
+cp -a /usr/lib/apt/methods "$root/usr/lib/apt/"
+files+=(/usr/lib/apt/methods/*)
+for f in "${files[@]}"; do
+    ldd "$f" 2>/dev/null |
+        awk '/=>/ && $3 ~ /^\// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}' || true
+done | sort -u | while read -r lib; do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+done
+cp -a /usr/share/dpkg "$root/usr/share/"
+cp -a /etc/dpkg/dpkg.cfg.d/. "$root/etc/dpkg/dpkg.cfg.d/" 2>/dev/null || true
+echo 13.0 >"$root/etc/debian_version"
+printf 'ID=squallapt\n' >"$root/etc/os-release"
+echo squallapt >"$root/etc/squall-image-id"
+getent passwd root _apt >"$root/etc/passwd"
+getent group root nogroup >"$root/etc/group"
+: >"$root/var/lib/dpkg/status"
+: >"$root/var/lib/dpkg/available"
+printf 'deb [trusted=yes] file:/repo ./\n' >"$root/etc/apt/sources.list"
+printf 'PATH=/usr/sbin:/usr/bin:/sbin:/bin\n' >"$root/etc/environment"
+mksquashfs "$root" "$out.tmp.$$" -noappend -quiet -no-progress -comp lzo -noD -all-root >/dev/null
+chmod 0644 "$out.tmp.$$"
+mv -f "$out.tmp.$$" "$out"
+# The repository: one package, its file owned by an id no container maps.
+pkg=$tmp/pkg
+mkdir -p "$pkg/DEBIAN" "$pkg/usr/bin" "$repo"
+printf 'Package: squall-hello\nVersion: 1.0\nArchitecture: all\n%s\n%s\n' \
+    'Maintainer: squall tests <t@example.invalid>' 'Description: hello from a package' \
+    >"$pkg/DEBIAN/control"
+printf '#!/bin/sh\necho hello-from-a-package\n' >"$pkg/usr/bin/squall-hello"
+chmod 0755 "$pkg/usr/bin/squall-hello"
+chown -R 4242:4242 "$pkg/usr"
+deb=$repo/squall-hello_1.0_all.deb
+dpkg-deb --build "$pkg" "$deb" >/dev/null
+{
+    dpkg-deb -f "$deb"
+    printf 'Filename: ./squall-hello_1.0_all.deb\nSize: %s\nSHA256: %s\n\n' \
+        "$(stat -c %s "$deb")" "$(sha256sum "$deb" | cut -d' ' -f1)"
+} >"$repo/Packages"
+chmod -R a+rX "$repo"
+"""
+
+
+def apt_image(cluster: Cluster) -> tuple[str, str]:
+    """(image, repository directory) of MKAPT, built once."""
+    path, repo = f"{IMAGE_DIR}/apt.sqsh", f"{IMAGE_DIR}/aptrepo"
+    script = f"{IMAGE_DIR}/mkapt.sh"
+    cluster.put(script, MKAPT, mode=0o755)
+    have = cluster.run(f"grep -qx squallapt <(unsquashfs -cat {path} etc/squall-image-id "
+                       f"2>/dev/null) && test -s {repo}/Packages", user="root", check=False,
+                       timeout=60)
+    if have.rc != 0:
+        cluster.run(f"bash {script} {path} {repo}", user="root", timeout=900)
+    return path, repo

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from .cluster import Cluster
-from .pyxis_helpers import HOME, NODE, last_line, plain_image, srun
+from .pyxis_helpers import HOME, NODE, apt_image, last_line, plain_image, srun
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,17 @@ def test_pyxis_seccomp_setuid_family_returns_success(cluster: Cluster, plain: st
     res = srun(cluster, f"--container-image={plain} --container-remap-root",
                "setpriv --reuid=4242 --regid=4242 --clear-groups id -u && echo setuid-ok")
     assert res.out.split()[-2:] == ["0", "setuid-ok"], res
+
+
+def test_pyxis_seccomp_apt_installs_a_package_without_real_root(cluster: Cluster) -> None:
+    # apt with its _apt sandbox (Enroot's 10-aptfix and 10-shadow hooks) and dpkg chowning
+    # a file to an id the user namespace does not map (the seccomp filter): as with Pyxis.
+    image, repo = apt_image(cluster)
+    res = srun(cluster, f"--container-image={image} --container-remap-root --container-writable "
+                        f"--container-mounts={repo}:/repo:ro",
+               "apt-get update >/dev/null && apt-get install -y squall-hello >/dev/null && "
+               "squall-hello")
+    assert last_line(res) == "hello-from-a-package", res
 
 
 # --- the image's files as Enroot presents them ---------------------------------------------

@@ -6,7 +6,7 @@
 set -eu
 etc=$ENROOT_ROOTFS/etc
 [ -d "$etc" ] || exit 0
-user_ent=$(getent passwd "${USER:-}" 2>/dev/null || getent passwd "$(id -u)" || true)
+user_ent=$(getent passwd "${USER:-${SLURM_JOB_USER:-}}" 2>/dev/null || getent passwd "$(id -u)" || true)
 IFS=: read -r user _ uid gid gecos home shell <<<"$user_ent"
 group_ent=$(getent group "${gid:-}" 2>/dev/null || true)
 group=${group_ent%%:*}
