@@ -12,8 +12,9 @@
  *   task_init     each task, as the user, before exec: raise a kept error, or join
  *                 the container (and its unshared namespaces), take its environment,
  *                 and install the seccomp filter of unprivileged tasks
- *   task_exit     slurmstepd: --container-save on node 0 after its last task
- *   exit          slurmstepd: stop the container
+ *   task_exit     slurmstepd, after the node's last task: --container-save on node 0, then
+ *                 the step's own container and the importer's file go
+ *   exit          slurmstepd: stop the container (and the namespace holder)
  *   job_epilog    slurmd: remove the job's named containers (container_scope=job)
  */
 #define _GNU_SOURCE
