@@ -84,6 +84,17 @@ static void free_names(char **names, size_t count)
 	free(names);
 }
 
+int sq_named_exists(const struct sq_runtime *rt, const char *runtime_name)
+{
+	char **names = NULL, err[256];
+	size_t count = 0;
+
+	if (list_names(rt, runtime_name, 1, &names, &count, err, sizeof(err)) < 0)
+		return 0;
+	free_names(names, count);
+	return count > 0;
+}
+
 int sq_named_create(const struct sq_runtime *rt, const char *name, const char *image,
 		    char *err, size_t errlen)
 {

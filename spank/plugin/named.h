@@ -75,6 +75,9 @@ int sq_named_record_image(const char *runtime_dir, const char *runtime_name,
 int sq_named_remove_prefix(const struct sq_runtime *rt, const char *runtime_dir,
 			   const char *prefix, char *err, size_t errlen);
 
+/* 1 when `enroot list` names runtime_name (0 when not, or when listing failed). */
+int sq_named_exists(const struct sq_runtime *rt, const char *runtime_name);
+
 /* `enroot create -n name image`; 0 ok, -1 with the runtime's last lines. */
 int sq_named_create(const struct sq_runtime *rt, const char *name, const char *image,
 		    char *err, size_t errlen);

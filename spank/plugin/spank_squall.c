@@ -511,7 +511,7 @@ static int resolve_image(const char *cwd, const struct sq_cred *cred)
 {
 	struct sq_image_env ienv = { cwd, cfg.sqshbuild, cfg.image_cache, st.runtime_env, cred };
 	struct sq_image_ref ref;
-	char err[8192], what[PATH_MAX + 64];
+	char err[8192];
 	int registry;
 
 	if (sq_imgref_parse(sq_args.image, &ref, err, sizeof(err)) < 0) {
@@ -522,21 +522,17 @@ static int resolve_image(const char *cwd, const struct sq_cred *cred)
 	registry = ref.kind != SQ_IMAGE_FILE;
 	sq_imgref_free(&ref);
 	if (registry && cfg.importer != NULL) {
+		/* Pulled when a file is needed (fetch_image): not for a named container that
+		 * exists already, as Pyxis skips the import then. */
+		char keyed[PATH_MAX + 16];
 		if (sq_importer_setup(&st.importer, cfg.importer, st.runtime_env, cfg.runtime_path,
-				      st.uid, st.jobid, st.stepid, cred, err, sizeof(err)) < 0 ||
-		    sq_importer_get(&st.importer, sq_args.image, &st.image.path, err,
-				    sizeof(err)) < 0) {
+				      st.uid, st.jobid, st.stepid, cred, err, sizeof(err)) < 0) {
 			fail(err);
 			return -1;
 		}
+		snprintf(keyed, sizeof(keyed), "importer:%s", sq_args.image);
+		sq_hash_hex(keyed, strlen(keyed), st.image.identity);
 		st.image.from_registry = 1;
-		snprintf(what, sizeof(what), "--container-image=%s (from the importer: %s)",
-			 sq_args.image, st.image.path);
-		if (sq_image_check_file(what, st.image.path, st.image.identity, err,
-					sizeof(err)) < 0) {
-			fail(err);
-			return -1;
-		}
 		return 0;
 	}
 	if (registry && cfg.use_enroot_load) {
@@ -554,6 +550,23 @@ static int resolve_image(const char *cwd, const struct sq_cred *cred)
 		fail(err);
 		return -1;
 	}
+	return 0;
+}
+
+/* The importer's `get`, once a file is needed. 0 ok, -1 failed (error kept). */
+static int fetch_image(void)
+{
+	char err[8192], what[PATH_MAX + 64], identity[17];
+
+	if (st.image.path != NULL || st.importer.envp == NULL)
+		return 0;
+	if (sq_importer_get(&st.importer, sq_args.image, &st.image.path, err, sizeof(err)) < 0)
+		return fail(err), -1;
+	snprintf(what, sizeof(what), "--container-image=%s (from the importer: %s)",
+		 sq_args.image, st.image.path);
+	/* The identity stays the reference's: the file's name is the importer's business. */
+	if (sq_image_check_file(what, st.image.path, identity, err, sizeof(err)) < 0)
+		return fail(err), -1;
 	return 0;
 }
 
@@ -616,8 +629,11 @@ static int prepare_target(const struct sq_runtime *rt)
 	int want_save = sq_args.save != NULL && st.nodeid == 0;
 
 	if (sq_args.name != NULL) {
-		struct sq_named_image img = { sq_args.image, st.image.path, st.load_uri,
-					      sq_args.image ? st.image.identity : NULL };
+		struct sq_named_image img;
+		if (st.importer.envp != NULL && !sq_named_exists(rt, st.run_name) && fetch_image() < 0)
+			return -1;
+		img = (struct sq_named_image){ sq_args.image, st.image.path, st.load_uri,
+					       sq_args.image ? st.image.identity : NULL };
 		if (sq_named_prepare(rt, st.runtime_dir, st.run_name, sq_args.name,
 				     sq_args.name_mode, cfg.container_name_strict, &img, &st.target,
 				     warn, sizeof(warn), err, sizeof(err)) < 0)
@@ -627,6 +643,8 @@ static int prepare_target(const struct sq_runtime *rt)
 			mark_job_names();
 		return 0;
 	}
+	if (fetch_image() < 0)
+		return -1;
 	if (want_save || st.load_uri != NULL) {
 		int made;
 		if ((st.save_container = strdup(st.step_name)) == NULL)

@@ -139,12 +139,17 @@ def test_pyxis_plugstack_importer_get_and_release(cluster: Cluster, image: str) 
         failed = srun(cluster, "--container-image=fail/me:1", "true", check=False)
         # A file image never goes through the importer.
         srun(cluster, f"--container-image={image}", "true")
+        # A named container that exists is reused without an import, as with Pyxis.
+        named = f"--container-image=library/ubuntu:24.04 --container-name=imp{tag}"
+        srun(cluster, named, "true")
+        srun(cluster, named, "true")
+        cluster.run(f"{ENROOT} remove -f pyxis_imp{tag}", node=NODE)
     assert failed.rc != 0, failed
     assert any("registry said no" in line for line in error_lines(failed)), failed
     calls = cluster.run(f"cat {log}").out.splitlines()
     gets = [c for c in calls if c.startswith("get ")]
     releases = [c for c in calls if c.startswith("release ")]
-    assert len(gets) == 2, calls
+    assert len(gets) == 3, calls
     assert "uri=docker://library/ubuntu:24.04 rt=/run/squall job=" in gets[0], calls
     assert " uid=1000 " in gets[0] and " step=" in gets[0], calls
     assert len(releases) >= 1, calls
