@@ -36,6 +36,7 @@ __all__ = [
     "clean_environment",
     "container_flags",
     "env_denied",
+    "keep_environ_lines",
     "merge_environment",
     "overlay_environment",
     "parse_container_name",
@@ -45,6 +46,7 @@ __all__ = [
     "render_enroot_conf",
     "resolve_step_options",
     "shell_quote",
+    "task_unset",
 ]
 
 _ERRLEN = 1024
@@ -278,6 +280,13 @@ _EFA = {lib.SQ_EFA_SETTING_UNSET: None, lib.SQ_EFA_SETTING_AUTO: "auto",
 _LOG = {lib.SQ_LOG_UNSET: None, lib.SQ_LOG_QUIET: "quiet", lib.SQ_LOG_VERBOSE: "verbose"}
 
 
+def _unshare_str(mask: int) -> str | None:
+    if mask == 0:
+        return None
+    buf = ffi.new("char[32]")
+    return ffi.string(lib.sq_unshare_str(mask, buf, 32)).decode()
+
+
 def _tri(v: int) -> bool | None:
     return None if v < 0 else bool(v)
 
@@ -303,6 +312,7 @@ class StepOptions:
     efa: str | None = None
     nccl_debug: str | None = None
     log: str | None = None
+    unshare: str | None = None   # canonical "net,ipc,uts" order; None: share the node's
 
 
 def resolve_step_options(
@@ -336,7 +346,7 @@ def resolve_step_options(
             remap_root=_tri(opts.remap_root), entrypoint=_tri(opts.entrypoint),
             entrypoint_log=_tri(opts.entrypoint_log), writable=_tri(opts.writable),
             env=_str(opts.env), efa=_EFA[opts.efa], nccl_debug=_str(opts.nccl_debug),
-            log=_LOG[opts.log],
+            log=_LOG[opts.log], unshare=_unshare_str(opts.unshare),
         )
     finally:
         lib.sq_opts_free(opts)
@@ -347,7 +357,7 @@ def resolve_step_options(
 @dataclass(frozen=True)
 class PlugstackConfig:
     runtime_path: str
-    enroot: str
+    enroot: str | None        # None: `enroot` on slurmstepd's PATH (as Pyxis)
     sqshbuild: str
     image_cache: str
     container_scope: str
@@ -358,6 +368,10 @@ class PlugstackConfig:
     efa_opt_root: str
     sbatch_support: bool
     log: str
+    use_squashfuse: bool
+    use_enroot_load: bool
+    importer: str | None
+    container_name_strict: bool
 
 
 def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
@@ -371,13 +385,15 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
     try:
         scope = "global" if cfg.container_scope == lib.SQ_SCOPE_GLOBAL else "job"
         conf = PlugstackConfig(
-            runtime_path=_str(cfg.runtime_path) or "", enroot=_str(cfg.enroot) or "",
+            runtime_path=_str(cfg.runtime_path) or "", enroot=_str(cfg.enroot),
             sqshbuild=_str(cfg.sqshbuild) or "", image_cache=_str(cfg.image_cache) or "",
             container_scope=scope, execute_entrypoint=bool(cfg.execute_entrypoint),
             efa=_EFA[cfg.efa] or "", efa_sysfs_root=_str(cfg.efa_sysfs_root) or "",
             efa_dev_root=_str(cfg.efa_dev_root) or "",
             efa_opt_root=_str(cfg.efa_opt_root) or "",
             sbatch_support=bool(cfg.sbatch_support), log=_LOG[cfg.log] or "",
+            use_squashfuse=bool(cfg.use_squashfuse), use_enroot_load=bool(cfg.use_enroot_load),
+            importer=_str(cfg.importer), container_name_strict=bool(cfg.container_name_strict),
         )
     finally:
         lib.sq_config_free(cfg)
@@ -433,15 +449,41 @@ def merge_environment(task_env: Mapping[str, str] | Iterable[str], container_blo
     return _to_dict(_take_env(out[0]))
 
 
+def task_unset(task_env: Mapping[str, str] | Iterable[str],
+               keep: str | Iterable[str] | None = None) -> list[str]:
+    """The locale variables a task loses (``LANG``, ``LC_ALL``, ``LANGUAGE``) unless
+    ``keep`` (``--container-env``) names them."""
+    task = _CArray("task environment", _env_items(task_env))
+    out = ffi.new("char ***")
+    err = _errbuf()
+    if lib.sq_env_task_unset(task.ptr, _keep_csv(keep), out, err, _ERRLEN) != 0:
+        raise _fail(err)
+    return _take_env(out[0])
+
+
+def keep_environ_lines(job_env: Mapping[str, str] | Iterable[str],
+                       keep: str | Iterable[str] | None) -> list[str]:
+    """The ``NAME=VALUE`` lines the runtime's start gets for the ``--container-env`` names."""
+    job = _CArray("job environment", _env_items(job_env))
+    out = ffi.new("char ***")
+    err = _errbuf()
+    if lib.sq_env_keep_lines(job.ptr, _keep_csv(keep), out, err, _ERRLEN) != 0:
+        raise _fail(err)
+    return _take_env(out[0])
+
+
 # --- enroot --conf file --------------------------------------------------------------
 
 def render_enroot_conf(
     env: Mapping[str, str] | Iterable[str] | None = None,
     mounts: Iterable[_Text] | None = None,
     hook_argv: Sequence[_Text] | None = None,
+    skip_entrypoint: bool = False,
 ) -> str:
-    """The text of an ``enroot start --conf`` file; every value single-quoted."""
+    """The text of an ``enroot start --conf`` file; every value single-quoted.
+    ``skip_entrypoint``: hooks() makes the image's ``/etc/rc.local`` ``exec "$@"``."""
     spec = ffi.new("struct sq_conf_spec *")
+    spec.skip_entrypoint = 1 if skip_entrypoint else 0
     arrays = []
     if env is not None:
         arrays.append(_CArray("environ()", _env_items(env)))

@@ -82,14 +82,29 @@ static int render_mounts(struct sq_buf *b, const char *const *mounts, char *err,
 	return 0;
 }
 
-static int render_hooks(struct sq_buf *b, const char *const *argv, char *err, size_t errlen)
+/* Fixed text, nothing from the user: rc.local replaced by `exec "$@"` (see conf.h). */
+#define SKIP_ENTRYPOINT \
+	"\tif [ -d \"${ENROOT_ROOTFS}/etc\" ]; then\n" \
+	"\t\trm -f \"${ENROOT_ROOTFS}/etc/rc.local\"\n" \
+	"\t\tprintf '%s\\n' 'exec \"$@\"' > \"${ENROOT_ROOTFS}/etc/rc.local\"\n" \
+	"\tfi\n"
+
+static int render_hooks(struct sq_buf *b, const char *const *argv, int skip_entrypoint,
+			char *err, size_t errlen)
 {
 	size_t i;
 
-	if (argv[0] == NULL || argv[0][0] == '\0')
+	if (argv != NULL && (argv[0] == NULL || argv[0][0] == '\0'))
 		return sq_errf(err, errlen, "enroot conf hooks(): no command (give the hook's path "
 			       "as argv[0])");
-	sq_buf_add(b, "hooks() {\n\t");
+	sq_buf_add(b, "hooks() {\n");
+	if (skip_entrypoint)
+		sq_buf_add(b, SKIP_ENTRYPOINT);
+	if (argv == NULL) {
+		sq_buf_add(b, "}\n");
+		return 0;
+	}
+	sq_buf_addc(b, '\t');
 	for (i = 0; argv[i] != NULL; i++) {
 		if (i > 0)
 			sq_buf_addc(b, ' ');
@@ -109,7 +124,8 @@ int sq_conf_render(const struct sq_conf_spec *spec, char **out, char *err, size_
 	sq_buf_add(&b, "# enroot start --conf file written by squall; every value is quoted.\n");
 	if ((spec->env != NULL && render_environ(&b, spec->env, err, errlen) != 0) ||
 	    (spec->mounts != NULL && render_mounts(&b, spec->mounts, err, errlen) != 0) ||
-	    (spec->hook_argv != NULL && render_hooks(&b, spec->hook_argv, err, errlen) != 0)) {
+	    ((spec->hook_argv != NULL || spec->skip_entrypoint) &&
+	     render_hooks(&b, spec->hook_argv, spec->skip_entrypoint, err, errlen) != 0)) {
 		sq_buf_release(&b);
 		return -1;
 	}

@@ -6,7 +6,11 @@
  *   environ() { printf '%s\n' 'KEY=VALUE' ...; }
  *   mounts()  { printf '%s\n' 'SRC DST TYPE OPTS' ...; }
  *   hooks()   { 'ARGV0' 'ARG1' ...; }             runs inside the new namespaces
- * Each function is emitted only when its input is given. environ keys must be
+ * Each function is emitted only when its input is given. With skip_entrypoint, hooks()
+ * first overwrites ${ENROOT_ROOTFS}/etc/rc.local with `exec "$@"` (Pyxis's way to skip the
+ * image's entrypoint: the image's /etc/rc, written by `enroot import`, still runs, so its
+ * `cd WORKDIR` happens, then sources rc.local, which execs the command as given). A
+ * symlink there is removed first, never written through; without /etc nothing is done. environ keys must be
  * identifiers and not ENROOT_*; environ values and fstab lines may not hold a newline
  * (the runtime reads them line by line); argv may not be empty. No rc(): Enroot runs the
  * body of rc() as the container's rc script, so the plugin passes its rc as a file
@@ -22,7 +26,8 @@
 struct sq_conf_spec {
 	const char *const *env;       /* "KEY=VALUE" entries, NULL-terminated; NULL: no environ() */
 	const char *const *mounts;    /* fstab lines, NULL-terminated; NULL: no mounts() */
-	const char *const *hook_argv; /* command for hooks(), NULL-terminated; NULL: no hooks() */
+	const char *const *hook_argv; /* command for hooks(), NULL-terminated; NULL: none */
+	int skip_entrypoint;          /* 1: hooks() overwrites /etc/rc.local first */
 };
 
 /* Compose the file text into *out (heap, free with sq_str_free). 0 ok, -1 error naming

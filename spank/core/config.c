@@ -12,22 +12,22 @@
 
 #define WHAT "plugstack.conf"
 
-enum kind { K_PATH, K_BOOL, K_SCOPE, K_EFA, K_LOG };
+enum kind { K_PATH, K_OPTPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG };
 
 struct key {
 	const char *name;
 	enum kind kind;
-	const char *def;     /* default, parsed like a value from the file */
+	const char *def;     /* default, parsed like a value from the file (NULL: unset) */
 	size_t off;          /* offsetof the field in struct sq_config */
 };
 
 #define F(field) offsetof(struct sq_config, field)
 static const struct key keys[] = {
 	{ "runtime_path", K_PATH, "/run/squall", F(runtime_path) },
-	{ "enroot", K_PATH, "/usr/bin/enroot", F(enroot) },
+	{ "enroot", K_OPTPATH, NULL, F(enroot) },
 	{ "sqshbuild", K_PATH, "/usr/local/bin/sqshbuild", F(sqshbuild) },
 	{ "image_cache", K_PATH, "/fsx/squall/images", F(image_cache) },
-	{ "container_scope", K_SCOPE, "job", F(container_scope) },
+	{ "container_scope", K_SCOPE, "global", F(container_scope) },
 	{ "execute_entrypoint", K_BOOL, "0", F(execute_entrypoint) },
 	{ "efa", K_EFA, "auto", F(efa) },
 	{ "efa_sysfs_root", K_PATH, "/sys", F(efa_sysfs_root) },
@@ -35,6 +35,10 @@ static const struct key keys[] = {
 	{ "efa_opt_root", K_PATH, "/opt/amazon", F(efa_opt_root) },
 	{ "sbatch_support", K_BOOL, "1", F(sbatch_support) },
 	{ "log", K_LOG, "quiet", F(log) },
+	{ "use_squashfuse", K_BOOL, "0", F(use_squashfuse) },
+	{ "use_enroot_load", K_BOOL, "0", F(use_enroot_load) },
+	{ "importer", K_OPTPATH, NULL, F(importer) },
+	{ "container_name_strict", K_BOOL, "0", F(container_name_strict) },
 };
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -51,12 +55,17 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 	snprintf(what, sizeof(what), WHAT ": argument %s", k->name);
 	sq_show(arg, show, sizeof(show));
 	switch (k->kind) {
+	case K_OPTPATH:
+		if (value == NULL)
+			return 0;    /* the default: unset */
+		/* fall through */
 	case K_PATH:
 		if (sq_text_check(what, value, PATH_MAX - 1, err, errlen) != 0)
 			return -1;
 		if (value[0] != '/' || strchr(value, ' ') != NULL)
 			return sq_errf(err, errlen, WHAT ": '%s': %s must be an absolute path without "
-				       "spaces (e.g. %s=%s)", show, k->name, k->name, k->def);
+				       "spaces (e.g. %s=%s)", show, k->name, k->name,
+				       k->def ? k->def : "/usr/bin/enroot");
 		copy = strdup(value);
 		if (copy == NULL)
 			return sq_errf(err, errlen, WHAT ": out of memory");
@@ -64,9 +73,10 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 		*sp = copy;
 		return 0;
 	case K_BOOL:
-		if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
-			return sq_errf(err, errlen, WHAT ": '%s': %s must be 0 or 1", show, k->name);
-		*ip = value[0] == '1';
+		*ip = sq_bool_parse(value);
+		if (*ip < 0)
+			return sq_errf(err, errlen, WHAT ": '%s': %s must be a boolean (1, true, yes, y "
+				       "or 0, false, no, n)", show, k->name);
 		return 0;
 	case K_SCOPE:
 		if (strcmp(value, "job") == 0)
@@ -94,6 +104,7 @@ void sq_config_free(struct sq_config *c)
 	free(c->efa_sysfs_root);
 	free(c->efa_dev_root);
 	free(c->efa_opt_root);
+	free(c->importer);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -128,7 +139,8 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 		if (k == NKEYS) {
 			sq_errf(err, errlen, WHAT ": unknown argument '%s' (known: runtime_path, enroot, "
 				"sqshbuild, image_cache, container_scope, execute_entrypoint, efa, "
-				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log)", show);
+				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log, "
+				"use_squashfuse, use_enroot_load, importer, container_name_strict)", show);
 			goto fail;
 		}
 		if (given[k]) {
@@ -138,7 +150,8 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 		given[k] = 1;
 		if (eq[1] == '\0') {
 			sq_errf(err, errlen, WHAT ": '%s': empty value for %s (give a value or drop "
-				"the argument for the default %s)", show, keys[k].name, keys[k].def);
+				"the argument for the default %s)", show, keys[k].name,
+				keys[k].def ? keys[k].def : "(none)");
 			goto fail;
 		}
 		if (set_key(c, &keys[k], arg, eq + 1, err, errlen) != 0)

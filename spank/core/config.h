@@ -3,18 +3,29 @@
  *
  *   key                 default                     value
  *   runtime_path        /run/squall                 absolute directory for per-step state
- *   enroot              /usr/bin/enroot             absolute path of the runtime executable
+ *   enroot              (enroot on PATH)            absolute path of the runtime executable;
+ *                                                   unset: `enroot` found on slurmstepd's
+ *                                                   PATH when a step starts, as Pyxis runs it
  *   sqshbuild           /usr/local/bin/sqshbuild    absolute path of the image builder
  *   image_cache         /fsx/squall/images          absolute shared cache directory
- *   container_scope     job                         job | global
- *   execute_entrypoint  0                           0 | 1 (default of --container-entrypoint)
+ *   container_scope     global                      job | global (as Pyxis)
+ *   execute_entrypoint  0                           boolean (default of --container-entrypoint)
  *   efa                 auto                        auto | require | off (default of --container-efa)
  *   efa_sysfs_root      /sys                        absolute; where EFA detection looks
  *   efa_dev_root        /dev                        absolute
  *   efa_opt_root        /opt/amazon                 absolute
- *   sbatch_support      1                           0 | 1 (run batch scripts in the container)
+ *   sbatch_support      1                           boolean (run batch scripts in the container)
  *   log                 quiet                       quiet | verbose (default of --container-log)
+ *   use_squashfuse      0                           boolean; Pyxis's key: squall always starts
+ *                                                   an image straight from its squashfs file
+ *   use_enroot_load     0                           boolean: registry images go through
+ *                                                   `enroot load` (Pyxis's meaning), not sqshbuild
+ *   importer            (none)                      absolute path of the site's importer
+ *                                                   (Pyxis's `get URI` / `release` protocol)
+ *   container_name_strict 0                         boolean: a named container found with
+ *                                                   another image is refused, not reused
  *
+ * Booleans take Pyxis's spellings, any case: 1 true yes y (on) and 0 false no n (off).
  * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
  * an error naming the argument: the plugin then refuses to load.
  * Documented for administrators in docs/plugstack-arguments.md.
@@ -32,7 +43,7 @@ enum sq_scope {
 /* Strings are heap copies owned by the struct: free with sq_config_free. */
 struct sq_config {
 	char *runtime_path;
-	char *enroot;
+	char *enroot;            /* NULL: `enroot` on slurmstepd's PATH */
 	char *sqshbuild;
 	char *image_cache;
 	int container_scope;     /* enum sq_scope */
@@ -43,6 +54,10 @@ struct sq_config {
 	char *efa_opt_root;
 	int sbatch_support;      /* 0 | 1 */
 	int log;                 /* enum sq_log_setting (options.h), never UNSET */
+	int use_squashfuse;      /* 0 | 1: accepted for Pyxis's lines; no effect */
+	int use_enroot_load;     /* 0 | 1 */
+	char *importer;          /* NULL: none */
+	int container_name_strict; /* 0 | 1 */
 };
 
 /* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).

@@ -12,7 +12,25 @@ static const char *const denied_exact[] = {
 	"GLIBC_TUNABLES", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH",
 	"GLOBIGNORE", "PS4", "PROMPT_COMMAND", NULL
 };
-static const char *const denied_prefix[] = { "LD_", "BASH_FUNC_", "ENROOT_", NULL };
+static const char *const denied_prefix[] = { "LD_", "BASH_FUNC_", NULL };
+
+/* The job's ENROOT_* settings reach the runtime (ENROOT_ROOTFS_WRITABLE=yes srun ... works
+ * as with Pyxis), except, as Pyxis denies them, the runtime's own directories and the
+ * image import settings, which are the site's. */
+static const char *const denied_enroot[] = {
+	"ENROOT_LIBRARY_PATH", "ENROOT_LIBEXEC_PATH", "ENROOT_SYSCONF_PATH",
+	"ENROOT_RUNTIME_PATH", "ENROOT_CACHE_PATH", "ENROOT_DATA_PATH", "ENROOT_TEMP_PATH",
+	"ENROOT_ALLOW_SUPERUSER", "ENROOT_GZIP_PROGRAM", "ENROOT_ZSTD_OPTIONS",
+	"ENROOT_SQUASH_OPTIONS", "ENROOT_MAX_PROCESSORS", "ENROOT_MAX_CONNECTIONS",
+	"ENROOT_CONNECT_TIMEOUT", "ENROOT_TRANSFER_TIMEOUT", "ENROOT_TRANSFER_RETRIES",
+	"ENROOT_LOGIN_FILE", "ENROOT_ALLOW_HTTP", "ENROOT_BUNDLE_ALL", "ENROOT_BUNDLE_CHECKSUM",
+	NULL
+};
+static const char *const no_prefix[] = { NULL };
+
+/* Locale variables Pyxis removes from the tasks unless --container-env names them: a host
+ * locale the image lacks makes perl and python complain or fail. */
+static const char *const locale_vars[] = { "LANG", "LC_ALL", "LANGUAGE", NULL };
 
 /* Variables that differ between the tasks sharing one container. */
 static const char *const task_exact[] = {
@@ -24,6 +42,10 @@ static const char *const task_exact[] = {
 static const char *const task_prefix[] = {
 	"SLURM_CPU_BIND", "SLURM_MEM_BIND", "OMPI_COMM_WORLD_", NULL
 };
+
+/* Variables that describe the step: the task's own value wins over a copy the container
+ * took when it started (Enroot's 50-slurm-pmi hook copies them; a later step may join). */
+static const char *const step_prefix[] = { "SLURM_", "PMIX_", "PMI_", NULL };
 
 static int matches(const char *name, size_t n, const char *const *exact,
 		   const char *const *prefix)
@@ -44,7 +66,8 @@ static int task_specific_n(const char *name, size_t n)
 
 static int denied_n(const char *name, size_t n)
 {
-	return matches(name, n, denied_exact, denied_prefix) || task_specific_n(name, n);
+	return matches(name, n, denied_exact, denied_prefix) ||
+	       matches(name, n, denied_enroot, no_prefix) || task_specific_n(name, n);
 }
 
 int sq_env_task_specific(const char *name)
@@ -232,8 +255,9 @@ static int overlay_into(struct vec *a, const char *block, size_t len, const char
 		if (!sq_is_identifier(entry, klen) || strncmp(entry, "ENROOT_", 7) == 0 ||
 		    task_specific_n(entry, klen))
 			continue;
-		if (in_keep(keep, entry, klen) && task_has(task_env, entry, klen))
-			continue;    /* --container-env: the task's own value stays */
+		if ((in_keep(keep, entry, klen) || matches(entry, klen, no_prefix, step_prefix)) &&
+		    task_has(task_env, entry, klen))
+			continue;    /* --container-env, step variables: the task's value stays */
 		if (vec_set(a, sq_strndup(entry, n)) != 0)
 			return -1;
 	}
@@ -265,8 +289,10 @@ int sq_env_merge(char *const task_env[], const char *block, size_t len, const ch
 	*out = NULL;
 	for (i = 0; task_env != NULL && task_env[i] != NULL; i++) {
 		const char *eq = strchr(task_env[i], '=');
+		size_t n = eq ? (size_t)(eq - task_env[i]) : 0;
 
-		if (eq == NULL || eq == task_env[i])
+		if (n == 0 || (matches(task_env[i], n, locale_vars, no_prefix) &&
+			       !in_keep(keep, task_env[i], n)))
 			continue;
 		if (vec_set(&a, strdup(task_env[i])) != 0)
 			goto oom;
@@ -279,4 +305,45 @@ int sq_env_merge(char *const task_env[], const char *block, size_t len, const ch
 oom:
 	vec_release(&a);
 	return sq_errf(err, errlen, "container environment: out of memory");
+}
+
+int sq_env_task_unset(char *const task_env[], const char *keep, char ***out, char *err,
+		      size_t errlen)
+{
+	struct vec a = { NULL, 0, 0 };
+
+	*out = NULL;
+	for (size_t i = 0; locale_vars[i] != NULL; i++) {
+		size_t n = strlen(locale_vars[i]);
+
+		if (in_keep(keep, locale_vars[i], n) || !task_has(task_env, locale_vars[i], n))
+			continue;
+		if (vec_push(&a, strdup(locale_vars[i])) != 0) {
+			vec_release(&a);
+			return sq_errf(err, errlen, "task environment: out of memory");
+		}
+	}
+	*out = vec_take(&a);
+	return *out ? 0 : sq_errf(err, errlen, "task environment: out of memory");
+}
+
+int sq_env_keep_lines(char *const job_env[], const char *keep, char ***out, char *err,
+		      size_t errlen)
+{
+	struct vec a = { NULL, 0, 0 };
+
+	*out = NULL;
+	for (size_t i = 0; keep != NULL && job_env != NULL && job_env[i] != NULL; i++) {
+		const char *eq = strchr(job_env[i], '=');
+		size_t n = eq ? (size_t)(eq - job_env[i]) : 0;
+
+		if (n == 0 || !in_keep(keep, job_env[i], n) || strncmp(job_env[i], "ENROOT_", 7) == 0)
+			continue;
+		if (vec_set(&a, strdup(job_env[i])) != 0) {
+			vec_release(&a);
+			return sq_errf(err, errlen, "--container-env: out of memory");
+		}
+	}
+	*out = vec_take(&a);
+	return *out ? 0 : sq_errf(err, errlen, "--container-env: out of memory");
 }

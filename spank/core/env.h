@@ -7,7 +7,11 @@
  *         the runtime running on the user's behalf;
  *       - BASH_ENV, ENV, BASH_FUNC_*, SHELLOPTS, BASHOPTS, IFS, CDPATH, GLOBIGNORE, PS4:
  *         enroot is a bash script; these would change what it runs;
- *       - ENROOT_*: the user's own Enroot settings must not override the plugin's;
+ *       - ENROOT_* settings that are the site's (as Pyxis denies them): the runtime's
+ *         directories (ENROOT_RUNTIME_PATH, _DATA_PATH, _CACHE_PATH, _TEMP_PATH, ...) and
+ *         the import settings (ENROOT_SQUASH_OPTIONS, ENROOT_ALLOW_HTTP, ...); the others
+ *         (ENROOT_ROOTFS_WRITABLE, ENROOT_REMAP_ROOT, ...) reach the runtime, with what the
+ *         flags say set over them by the plugin;
  *       - per-task variables (see sq_env_task_specific): one container serves all the
  *         node's tasks, so task 0's rank must not be baked into the container.
  *     Everything else is kept (PATH, HOME, USER, TERM, LANG, proxies, the step-wide
@@ -15,9 +19,15 @@
  * (b) Each task's environment is its own, overlaid with the started container's
  *     (/proc/PID/environ: NUL-separated KEY=VALUE): container values win, except
  *       - names listed in --container-env, which keep the task's value when it has one;
+ *       - SLURM_*, PMIX_*, PMI_* (the step's own), likewise;
  *       - per-task variables, which always keep the task's value;
  *       - ENROOT_* names, which Enroot itself drops.
  *     Entries without '=' or with a key that is not [A-Za-z_][A-Za-z0-9_]* are skipped.
+ * (c) LANG, LC_ALL and LANGUAGE are removed from each task's own environment unless
+ *     --container-env names them (as Pyxis: a host locale the image lacks breaks perl and
+ *     python); the image's values, if any, still come with the container's environment.
+ * (d) The --container-env names the job has go into the start's environ() as well, so the
+ *     entrypoint and the runtime's hooks see the host's values (as Pyxis does).
  *
  * Arrays returned are NULL-terminated arrays of heap "KEY=VALUE" strings: free with
  * sq_env_free.
@@ -56,6 +66,15 @@ int sq_env_overlay(const char *block, size_t len, const char *keep, char *const 
  * Existing names keep their position; new names are appended in block order. */
 int sq_env_merge(char *const task_env[], const char *block, size_t len, const char *keep,
 		 char ***out, char *err, size_t errlen);
+
+/* Rule (c): the names to unset in a task before the overlay. 0 ok, -1 error. */
+int sq_env_task_unset(char *const task_env[], const char *keep, char ***out, char *err,
+		      size_t errlen);
+
+/* Rule (d): "NAME=VALUE" from job_env for each name in keep (ENROOT_* names skipped: the
+ * runtime drops them). 0 ok, -1 error. */
+int sq_env_keep_lines(char *const job_env[], const char *keep, char ***out, char *err,
+		      size_t errlen);
 
 void sq_env_free(char **env);
 

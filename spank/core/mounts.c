@@ -34,31 +34,56 @@ static int in_list(const char *const *list, const char *s, size_t n)
 	return 0;
 }
 
-/* size=N[kKmMgG%], nr_inodes=N[kKmMgG], mode=OCTAL: the tmpfs options worth allowing. */
-static int tmpfs_option_ok(const char *s, size_t n)
+/* N[suffix] with 1..18 digits and at most one suffix character from `suffixes`. */
+static int number_ok(const char *v, size_t n, const char *suffixes)
 {
-	const char *v;
 	size_t k, digits;
 
-	if (n > 5 && strncmp(s, "mode=", 5) == 0) {
-		for (k = 5; k < n && s[k] >= '0' && s[k] <= '7'; k++)
-			;
-		return k == n && n - 5 <= 4;
-	}
-	if (n > 5 && strncmp(s, "size=", 5) == 0)
-		v = s + 5;
-	else if (n > 10 && strncmp(s, "nr_inodes=", 10) == 0)
-		v = s + 10;
-	else
-		return 0;
-	k = (size_t)(v - s);
-	for (digits = 0; k < n && s[k] >= '0' && s[k] <= '9'; k++, digits++)
+	for (k = 0, digits = 0; k < n && v[k] >= '0' && v[k] <= '9'; k++, digits++)
 		;
 	if (digits == 0 || digits > 18)
 		return 0;
-	if (k == n)
+	return k == n || (k + 1 == n && suffixes != NULL && strchr(suffixes, v[k]) != NULL);
+}
+
+/*
+ * tmpfs options, passed through to the kernel as Pyxis does: NAME or NAME=VALUE with NAME
+ * lower-case letters, digits and '_' and VALUE letters, digits and "_.:%/-" (mpol=bind:0-3,
+ * huge=within_size, ...). The common sizes, ids and mode are checked here for a clear error.
+ */
+static int tmpfs_option_ok(const char *s, size_t n)
+{
+	static const struct { const char *key; const char *suffixes; } numeric[] = {
+		{ "size", "kKmMgGtTpPeE%" }, { "nr_blocks", "kKmMgGtTpPeE" },
+		{ "nr_inodes", "kKmMgGtTpPeE" }, { "uid", NULL }, { "gid", NULL },
+	};
+	const char *eq = memchr(s, '=', n), *v;
+	size_t klen = eq ? (size_t)(eq - s) : n, vlen, k;
+
+	if (klen == 0)
+		return 0;
+	for (k = 0; k < klen; k++)
+		if (!((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= '0' && s[k] <= '9') || s[k] == '_'))
+			return 0;
+	if (eq == NULL)
 		return 1;
-	return k + 1 == n && strchr(v == s + 5 ? "kKmMgG%" : "kKmMgG", s[k]) != NULL;
+	v = eq + 1;
+	vlen = n - klen - 1;
+	if (vlen == 0)
+		return 0;
+	if (klen == 4 && strncmp(s, "mode", 4) == 0) {
+		for (k = 0; k < vlen && v[k] >= '0' && v[k] <= '7'; k++)
+			;
+		return k == vlen && vlen <= 4;
+	}
+	for (k = 0; k < sizeof(numeric) / sizeof(numeric[0]); k++)
+		if (strlen(numeric[k].key) == klen && strncmp(s, numeric[k].key, klen) == 0)
+			return number_ok(v, vlen, numeric[k].suffixes);
+	for (k = 0; k < vlen; k++)
+		if (!((v[k] >= 'a' && v[k] <= 'z') || (v[k] >= 'A' && v[k] <= 'Z') ||
+		      (v[k] >= '0' && v[k] <= '9') || strchr("_.:%/-", v[k]) != NULL))
+			return 0;
+	return 1;
 }
 
 /* Checks every path shares; `role` is "source" or "target". */
@@ -73,8 +98,9 @@ static int path_check(const char *entry, const char *role, const char *p, char *
 			       "(use a shorter path)", sq_show(entry, eshow, sizeof(eshow)), role, len,
 			       PATH_MAX - 1);
 	for (c = p; *c; c++) {
-		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
-			return sq_errf(err, errlen, WHAT ": '%s': %s holds whitespace or a control "
+		/* A space is fine (written as \040 in the fstab line, as Enroot reads it). */
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return sq_errf(err, errlen, WHAT ": '%s': %s holds a tab or a control "
 				       "character, which would break the fstab line (use another path)",
 				       sq_show(entry, eshow, sizeof(eshow)), role);
 		if (*c == '\\' || *c == '$')
@@ -190,7 +216,8 @@ static int build_options(const char *entry, struct sq_mount *m, const char *flag
 			return sq_errf(err, errlen, WHAT ": '%s': unknown mount flag '%s' (use ro, rw, "
 				       "rbind, bind, rprivate, private, nosuid, nodev, noexec, ...%s)",
 				       eshow, sq_show(word, fshow, sizeof(fshow)),
-				       m->type == SQ_MOUNT_TMPFS ? ", size=, mode=, nr_inodes=" : "");
+				       m->type == SQ_MOUNT_TMPFS ? ", and tmpfs options: size=, mode=, "
+				       "huge=, ..." : "");
 		}
 		for (i = 0; i < nseen; i++)
 			if (strlen(seen[i]) >= n && strncmp(seen[i], s, n) == 0 &&
@@ -269,6 +296,17 @@ static int build_options(const char *entry, struct sq_mount *m, const char *flag
 	return 0;
 }
 
+/* An fstab field: spaces written as \040 (getmntent's escape, which Enroot reads). */
+static void add_fstab_field(struct sq_buf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == ' ')
+			sq_buf_add(b, "\\040");
+		else
+			sq_buf_addc(b, *s);
+	}
+}
+
 /* Parse one ENTRY into m. */
 static int parse_entry(const char *entry, const char *cwd, struct sq_mount *m,
 		       char *err, size_t errlen)
@@ -283,14 +321,11 @@ static int parse_entry(const char *entry, const char *cwd, struct sq_mount *m,
 	copy = strdup(entry);
 	if (copy == NULL)
 		return sq_errf(err, errlen, WHAT ": out of memory");
-	for (p = copy, f[nf++] = copy; *p; p++) {
+	/* SRC:DST:FLAGS, split at the first two ':' as Pyxis does: a flag value may hold
+	 * ':' (mpol=bind:0-3); a path cannot. */
+	for (p = copy, f[nf++] = copy; *p && nf < 3; p++) {
 		if (*p != ':')
 			continue;
-		if (nf == 3) {
-			sq_errf(err, errlen, WHAT ": '%s': too many ':' (use SRC[:DST[:FLAGS]]; paths "
-				"holding ':' cannot be mounted this way)", eshow);
-			goto out;
-		}
 		*p = '\0';
 		f[nf++] = p + 1;
 	}
@@ -363,8 +398,10 @@ static int parse_entry(const char *entry, const char *cwd, struct sq_mount *m,
 	if (build_options(entry, m, nf == 3 ? f[2] : NULL, err, errlen) != 0)
 		goto out;
 	sq_buf_init(&b);
-	sq_buf_addf(&b, "%s %s %s %s", m->source, m->target,
-		    m->type == SQ_MOUNT_TMPFS ? "tmpfs" : "none", m->options);
+	add_fstab_field(&b, m->source);
+	sq_buf_addc(&b, ' ');
+	add_fstab_field(&b, m->target);
+	sq_buf_addf(&b, " %s %s", m->type == SQ_MOUNT_TMPFS ? "tmpfs" : "none", m->options);
 	m->fstab = sq_buf_take(&b);
 	if (m->fstab == NULL) {
 		sq_errf(err, errlen, WHAT ": out of memory");
@@ -393,10 +430,6 @@ int sq_mounts_parse(const char *spec, const char *cwd, struct sq_mount_list *out
 		return sq_errf(err, errlen, WHAT ": no value (use SRC[:DST[:FLAGS]][,...])");
 	if (sq_text_check(WHAT, spec, SPEC_MAX, err, errlen) != 0)
 		return -1;
-	if ((s = strchr(spec, ' ')) != NULL)
-		return sq_errf(err, errlen, WHAT ": '%s': a space at offset %zu (paths with spaces "
-			       "cannot be mounted; separate entries with ',' only)",
-			       sq_show(spec, show, sizeof(show)), (size_t)(s - spec));
 	for (s = spec; ; s = e + 1) {
 		e = strchr(s, ',');
 		n = e ? (size_t)(e - s) : strlen(s);

@@ -1,7 +1,9 @@
 /*
  * mounts.h: --container-mounts specs to Enroot fstab lines.
  *
- * Spec: ENTRY[,ENTRY...], ENTRY = SRC[:DST[:FLAGS]], FLAGS joined by '+'.
+ * Spec: ENTRY[,ENTRY...], ENTRY = SRC[:DST[:FLAGS]], FLAGS joined by '+'; as in Pyxis the
+ * separators are ',' and ':' only: paths may hold spaces, and FLAGS is everything after
+ * the second ':' (a tmpfs option value may hold ':').
  *  - SRC is an absolute path, a path starting with '.', "tmpfs" or "umount";
  *    SRC alone means DST=SRC (not for tmpfs/umount, which need a DST).
  *  - DST must start with '/' or '.'; it is relative to the container root, and may not
@@ -9,15 +11,18 @@
  *  - Bind flags: ro rw bind rbind private rprivate slave rslave shared rshared
  *    unbindable runbindable nosuid suid nodev dev noexec exec noatime atime
  *    nodiratime diratime relatime norelatime strictatime nostrictatime.
- *    tmpfs also takes size=N[kKmMgG%], mode=OCTAL, nr_inodes=N[kKmMgG].
+ *    tmpfs also takes the kernel's tmpfs options, passed through: NAME or NAME=VALUE
+ *    (huge=, mpol=, nr_blocks=, noswap, quota, ...); size=, nr_blocks=, nr_inodes=, uid=,
+ *    gid= must be numbers (with a size suffix), mode= octal.
  *    ro and rw, or bind and rbind, together are an error.
- *  - Refused anywhere: empty fields, '..' components, whitespace and control bytes
- *    (an fstab line must stay one line of four fields), '\' and '$' (Enroot expands
- *    ${VAR} in fstab lines), non-UTF-8 bytes, paths of PATH_MAX bytes or more.
+ *  - Refused anywhere: empty fields, '..' components, tabs and control bytes (an fstab
+ *    line must stay one line of four fields), '\' and '$' (Enroot expands ${VAR} in
+ *    fstab lines), non-UTF-8 bytes, paths of PATH_MAX bytes or more.
  *  - The same entry twice is dropped; two different entries for one target are an error.
  *
  * fstab lines produced (DST normalised to an absolute path inside the container, './x'
- * becoming '/x'; Enroot resolves it under the rootfs):
+ * becoming '/x'; Enroot resolves it under the rootfs; a space in SRC or DST is written
+ * \040, which Enroot's fstab reader turns back into a space):
  *    SRC DST none x-create=auto,rbind[,FLAGS]      bind (bind instead of rbind if asked)
  *    tmpfs DST tmpfs x-create=dir,rw,nosuid,nodev[,FLAGS]
  *    none DST none x-detach                        umount

@@ -12,6 +12,7 @@
 #include "options.h"
 #include "quote.h"
 #include "strbuf.h"
+#include "unshare.h"
 
 #define NAME_MAX_LEN 128
 
@@ -52,6 +53,8 @@ static const struct sq_flag flags[SQ_OPT_COUNT] = {
 	  "[squall] set NCCL_DEBUG (default INFO) to check which network NCCL picks" },
 	{ SQ_OPT_LOG, "container-log", 1, "quiet|verbose",
 	  "[squall] verbose: print per-phase timings (image, start, join)" },
+	{ SQ_OPT_UNSHARE, "container-unshare", 1, "NS[,NS...]",
+	  "[squall] new namespaces for the container: net, ipc, uts (comma-separated)" },
 };
 
 size_t sq_opt_flag_count(void)
@@ -265,22 +268,6 @@ const char *sq_log_setting_str(int setting)
 	return setting >= 0 && setting < 3 ? s[setting] : "?";
 }
 
-/* Boolean spellings accepted in SQUALL_/PYXIS_ variables. -1 when none. */
-static int parse_bool(const char *v)
-{
-	static const char *const yes[] = { "1", "true", "yes", "on" };
-	static const char *const no[] = { "0", "false", "no", "off" };
-	size_t i;
-
-	for (i = 0; i < 4; i++) {
-		if (strcasecmp(v, yes[i]) == 0)
-			return 1;
-		if (strcasecmp(v, no[i]) == 0)
-			return 0;
-	}
-	return -1;
-}
-
 static const char *nccl_level(const char *v)
 {
 	static const char *const levels[] = { "VERSION", "WARN", "INFO", "TRACE" };
@@ -314,10 +301,10 @@ static int parse_value(int id, const char *value, struct parsed *p, char *err, s
 		return sq_errf(err, errlen, "%s: needs a value (%s=%s)", what, what,
 			       flags[id].arg_info);
 	if (flags[id].has_arg == 0) {
-		b = value == NULL ? 1 : parse_bool(value);
+		b = value == NULL ? 1 : sq_bool_parse(value);
 		if (b < 0)
 			return sq_errf(err, errlen, "%s: '%s' is not a boolean (use 1 or 0, true or "
-				       "false, yes or no, on or off)", what,
+				       "false, yes or no, y or n, on or off)", what,
 				       sq_show(value, show, sizeof(show)));
 		p->ival = is_negative(id) ? !b : b;
 		p->norm = strdup(p->ival ? "1" : "0");
@@ -335,11 +322,9 @@ static int parse_value(int id, const char *value, struct parsed *p, char *err, s
 		sq_mounts_free(&ml);
 		break;
 	case SQ_OPT_WORKDIR:
+		/* Relative: from the container's working directory (the image's WORKDIR). */
 		if (sq_text_check(what, value, PATH_MAX - 1, err, errlen) != 0)
 			return -1;
-		if (value[0] != '/')
-			return sq_errf(err, errlen, "%s: '%s' must be an absolute path (start it with "
-				       "'/')", what, sq_show(value, show, sizeof(show)));
 		break;
 	case SQ_OPT_NAME:
 		if (sq_opt_parse_name(value, &p->str, &p->ival, err, errlen) != 0)
@@ -377,6 +362,19 @@ static int parse_value(int id, const char *value, struct parsed *p, char *err, s
 		if (sq_log_setting_parse(what, value, &p->ival, err, errlen) != 0)
 			return -1;
 		break;
+	case SQ_OPT_UNSHARE: {
+		char canon[32];
+		if (sq_unshare_parse(value, &p->ival, err, errlen) != 0)
+			return -1;
+		p->str = strdup(value);
+		p->norm = strdup(sq_unshare_str(p->ival, canon, sizeof(canon)));
+		if (p->str == NULL || p->norm == NULL) {
+			free(p->str);
+			free(p->norm);
+			return sq_errf(err, errlen, "%s: out of memory", what);
+		}
+		return 0;
+	}
 	default:
 		return sq_errf(err, errlen, "%s: internal error: no parser", what);
 	}
@@ -410,6 +408,7 @@ static void store(struct sq_opts *o, int id, struct parsed *p)
 	case SQ_OPT_WRITABLE: o->writable = p->ival; break;
 	case SQ_OPT_EFA: o->efa = p->ival; break;
 	case SQ_OPT_LOG: o->log = p->ival; break;
+	case SQ_OPT_UNSHARE: o->unshare = p->ival; break;
 	}
 	if (field != NULL) {
 		free(*field);

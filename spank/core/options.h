@@ -46,6 +46,7 @@ enum sq_opt_id {
 	SQ_OPT_EFA,              /* --container-efa=auto|require|off (squall) */
 	SQ_OPT_NCCL_DEBUG,       /* --container-nccl-debug[=VERSION|WARN|INFO|TRACE] (squall; INFO) */
 	SQ_OPT_LOG,              /* --container-log=quiet|verbose (squall) */
+	SQ_OPT_UNSHARE,          /* --container-unshare=NS[,NS...] (net, ipc, uts; Pyxis 0.24) */
 	SQ_OPT_COUNT
 };
 
@@ -92,12 +93,13 @@ struct sq_flag {
  * All settings of one step. Strings are heap copies owned by the struct (free with
  * sq_opts_free); NULL when not set. Tri-state ints: -1 unset, 0 off, 1 on.
  * Values are validated when set: image with sq_imgref_parse, mounts with
- * sq_mounts_parse, env names as identifiers, paths as clean UTF-8 text.
+ * sq_mounts_parse, env names as identifiers, paths as clean UTF-8 text, namespaces with
+ * sq_unshare_parse.
  */
 struct sq_opts {
 	char *image;             /* raw --container-image */
 	char *mounts;            /* raw --container-mounts */
-	char *workdir;           /* absolute path */
+	char *workdir;           /* absolute, or relative to the container's working directory */
 	char *name;              /* NAME part of --container-name */
 	int name_mode;           /* enum sq_name_mode */
 	char *save;              /* --container-save PATH */
@@ -110,6 +112,7 @@ struct sq_opts {
 	int efa;                 /* enum sq_efa_setting */
 	char *nccl_debug;        /* upper-case NCCL_DEBUG level */
 	int log;                 /* enum sq_log_setting */
+	int unshare;             /* SQ_NS_* bits (unshare.h); 0: share the node's */
 	/* bookkeeping for the precedence rules, indexed by the setting's primary id */
 	int source[SQ_OPT_COUNT];        /* enum sq_opt_source */
 	char *given[SQ_OPT_COUNT];       /* normalised value as given, for "same value twice" */

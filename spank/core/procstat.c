@@ -77,21 +77,59 @@ int sq_running_format(long pid, unsigned long long starttime, char *out, size_t 
 	return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
-int sq_running_parse(const char *text, size_t len, long *pid, unsigned long long *starttime)
+/* " PID START" at text[*i..len): PID in 1..INT_MAX. */
+static int read_pair(const char *text, size_t len, size_t *i, unsigned long long *pid,
+		     unsigned long long *start)
 {
-	size_t tag = strlen(RECORD_TAG), i = tag;
-	unsigned long long p;
+	if (*i >= len || text[(*i)++] != ' ' || read_number(text, len, i, pid) < 0 || *pid < 1 ||
+	    *pid > INT_MAX)
+		return -1;
+	if (*i >= len || text[(*i)++] != ' ' || read_number(text, len, i, start) < 0)
+		return -1;
+	return 0;
+}
+
+int sq_running_parse_ns(const char *text, size_t len, long *pid, unsigned long long *starttime,
+			long *nspid, unsigned long long *nsstart)
+{
+	size_t tag = strlen(RECORD_TAG), i = tag - 1;   /* from the space after the tag */
+	unsigned long long p, np = 0, ns = 0, s;
 
 	if (len < tag || memcmp(text, RECORD_TAG, tag) != 0)
 		return -1;
-	if (read_number(text, len, &i, &p) < 0 || p < 1 || p > INT_MAX)
+	if (read_pair(text, len, &i, &p, &s) < 0)
 		return -1;
-	if (i >= len || text[i++] != ' ' || read_number(text, len, &i, starttime) < 0)
+	if (i < len && text[i] == ' ' && read_pair(text, len, &i, &np, &ns) < 0)
 		return -1;
 	if (i < len && text[i] == '\n')
 		i++;
 	if (i != len)
 		return -1;
 	*pid = (long)p;
+	*starttime = s;
+	*nspid = (long)np;
+	*nsstart = ns;
 	return 0;
+}
+
+int sq_running_parse(const char *text, size_t len, long *pid, unsigned long long *starttime)
+{
+	unsigned long long ns;
+	long nspid;
+
+	if (sq_running_parse_ns(text, len, pid, starttime, &nspid, &ns) < 0 || nspid != 0)
+		return -1;
+	return 0;
+}
+
+int sq_running_format_ns(long pid, unsigned long long starttime, long nspid,
+			 unsigned long long nsstart, char *out, size_t outlen)
+{
+	int n;
+
+	if (nspid == 0)
+		return sq_running_format(pid, starttime, out, outlen);
+	n = snprintf(out, outlen, RECORD_TAG "%ld %llu %ld %llu\n", pid, starttime, nspid,
+		     nsstart);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }

@@ -25,4 +25,13 @@ int sq_procstat_read(long pid, char *state, unsigned long long *starttime);
 int sq_running_format(long pid, unsigned long long starttime, char *out, size_t outlen);
 int sq_running_parse(const char *text, size_t len, long *pid, unsigned long long *starttime);
 
+/* The same record for a container with namespaces of its own (--container-unshare): the
+ * process that holds them follows, "squall-running 1 PID START NSPID NSSTART\n".
+ * format: nspid 0 writes the plain record. parse: a plain record gives *nspid = 0 and
+ * *nsstart = 0; NSPID must be in 1..INT_MAX. */
+int sq_running_format_ns(long pid, unsigned long long starttime, long nspid,
+			 unsigned long long nsstart, char *out, size_t outlen);
+int sq_running_parse_ns(const char *text, size_t len, long *pid, unsigned long long *starttime,
+			long *nspid, unsigned long long *nsstart);
+
 #endif

@@ -1,6 +1,7 @@
 /* quote.c: single-quote shell quoting and the shared text checks. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "quote.h"
 #include "strbuf.h"
@@ -94,4 +95,19 @@ int sq_text_check(const char *what, const char *s, size_t max, char *err, size_t
 				       what, sq_show(s, show, sizeof(show)), c, i);
 	}
 	return 0;
+}
+
+int sq_bool_parse(const char *s)
+{
+	static const char *const yes[] = { "1", "true", "yes", "y", "on" };
+	static const char *const no[] = { "0", "false", "no", "n", "off" };
+	size_t i;
+
+	for (i = 0; s != NULL && i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(s, yes[i]) == 0)
+			return 1;
+		if (strcasecmp(s, no[i]) == 0)
+			return 0;
+	}
+	return -1;
 }

@@ -28,4 +28,8 @@ int sq_is_identifier(const char *s, size_t len);
  * (e.g. "--container-workdir") and says how to fix it. 0 ok, -1 error. */
 int sq_text_check(const char *what, const char *s, size_t max, char *err, size_t errlen);
 
+/* Boolean spellings Pyxis takes (plugstack.conf, PYXIS_CONTAINER_* variables), any case:
+ * 1 true yes y on -> 1; 0 false no n off -> 0; anything else (empty too) -> -1. */
+int sq_bool_parse(const char *s);
+
 #endif

@@ -287,6 +287,11 @@ int sq_container_join(const struct sq_container *c, const char *workdir, char *e
 		return snprintf(err, errlen, "cannot enter the container's root filesystem: %s",
 				strerror(errno)), -1;
 	if (workdir != NULL) {
+		/* A relative --container-workdir starts from the container's own working
+		 * directory (the image's WORKDIR), as with Pyxis. */
+		if (workdir[0] != '/' && fchdir(c->cwd_fd) < 0 && chdir("/") < 0)
+			return snprintf(err, errlen, "cannot change to the container's working "
+					"directory: %s", strerror(errno)), -1;
 		if (chdir(workdir) < 0)
 			return snprintf(err, errlen, "--container-workdir=%s: cannot change to it "
 					"inside the container: %s", workdir, strerror(errno)), -1;

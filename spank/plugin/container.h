@@ -61,7 +61,8 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
  * -1 with err when it is there but cannot be held. */
 int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long starttime,
 			char *err, size_t errlen);
-/* In a task, before exec. workdir NULL: the container's working directory. */
+/* In a task, before exec. workdir NULL: the container's working directory; relative:
+ * from there. */
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);
 /* Release everything; safe on a container that never started. */
 void sq_container_stop(struct sq_container *c);

@@ -1,17 +1,56 @@
 /* named.c: see named.h. */
 #define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "named.h"
 #include "options.h"
 #include "running.h"
 
-/* Names from `enroot list`, one per line, that start with prefix: a heap copy of the
- * listing with matching lines kept, separated by '\n'. */
-static int list_prefixed(const struct sq_runtime *rt, const char *prefix, char ***names,
-			 size_t *count, char *err, size_t errlen)
+#define IMAGE_RECORD "image-"
+
+int sq_named_runtime_name(int scope_job, uint32_t jobid, const char *name, char *buf,
+			  size_t buflen)
+{
+	int n = scope_job ? snprintf(buf, buflen, "pyxis_%u_%s", (unsigned)jobid, name)
+			  : snprintf(buf, buflen, "pyxis_%s", name);
+	return n < 0 || (size_t)n >= buflen ? -1 : 0;
+}
+
+int sq_named_step_name(uint32_t jobid, uint32_t stepid, char *buf, size_t buflen)
+{
+	int n = snprintf(buf, buflen, "pyxis_%u.%u", (unsigned)jobid, (unsigned)stepid);
+	return n < 0 || (size_t)n >= buflen ? -1 : 0;
+}
+
+int sq_named_is_step(const char *name, uint32_t *jobid, uint32_t *stepid)
+{
+	unsigned long long j = 0, s = 0;
+	const char *p = name;
+	int dj = 0, ds = 0;
+
+	for (; isdigit((unsigned char)*p) && dj < 10; p++, dj++)
+		j = j * 10 + (unsigned)(*p - '0');
+	if (dj == 0 || *p++ != '.')
+		return 0;
+	for (; isdigit((unsigned char)*p) && ds < 10; p++, ds++)
+		s = s * 10 + (unsigned)(*p - '0');
+	if (ds == 0 || *p != '\0' || j > UINT32_MAX || s > UINT32_MAX)
+		return 0;
+	*jobid = (uint32_t)j;
+	*stepid = (uint32_t)s;
+	return 1;
+}
+
+/* Names from `enroot list` that start with prefix (exact when exact is set). */
+static int list_names(const struct sq_runtime *rt, const char *prefix, int exact, char ***names,
+		      size_t *count, char *err, size_t errlen)
 {
 	const char *args[] = { "list", NULL };
 	char *text = NULL, *save = NULL, *line;
@@ -25,13 +64,14 @@ static int list_prefixed(const struct sq_runtime *rt, const char *prefix, char *
 	     line = strtok_r(NULL, "\n", &save)) {
 		char **grown;
 		line[strcspn(line, " \t\r")] = '\0';
-		if (strncmp(line, prefix, plen) != 0)
+		if (strncmp(line, prefix, plen) != 0 || (exact && line[plen] != '\0'))
 			continue;
 		grown = realloc(*names, (*count + 1) * sizeof(char *));
 		if (grown == NULL)
 			break;
 		*names = grown;
-		(*names)[(*count)++] = strdup(line);
+		if (((*names)[*count] = strdup(line)) != NULL)
+			(*count)++;
 	}
 	free(text);
 	return 0;
@@ -44,11 +84,29 @@ static void free_names(char **names, size_t count)
 	free(names);
 }
 
+int sq_named_exists(const struct sq_runtime *rt, const char *runtime_name)
+{
+	char **names = NULL, err[256];
+	size_t count = 0;
+
+	if (list_names(rt, runtime_name, 1, &names, &count, err, sizeof(err)) < 0)
+		return 0;
+	free_names(names, count);
+	return count > 0;
+}
+
 int sq_named_create(const struct sq_runtime *rt, const char *name, const char *image,
 		    char *err, size_t errlen)
 {
 	const char *args[] = { "create", "-n", name, image, NULL };
 	return sq_enroot_call(rt, "enroot create", args, NULL, err, errlen);
+}
+
+int sq_named_load(const struct sq_runtime *rt, const char *name, const char *uri, char *err,
+		  size_t errlen)
+{
+	const char *args[] = { "load", "-n", name, uri, NULL };
+	return sq_enroot_call(rt, "enroot load", args, NULL, err, errlen);
 }
 
 int sq_named_remove(const struct sq_runtime *rt, const char *name, char *err, size_t errlen)
@@ -57,60 +115,145 @@ int sq_named_remove(const struct sq_runtime *rt, const char *name, char *err, si
 	return sq_enroot_call(rt, "enroot remove", args, NULL, err, errlen);
 }
 
-int sq_named_prepare(const struct sq_runtime *rt, const char *scope, const char *name, int mode,
-		     const char *image_text, const char *image_path, const char *identity,
-		     char **target, char *err, size_t errlen)
+static void record_path(char *buf, size_t len, const char *dir, const char *runtime_name)
 {
-	char prefix[256], wanted[300], sub[512];
+	snprintf(buf, len, "%s/" IMAGE_RECORD "%s", dir, runtime_name);
+}
+
+int sq_named_record_image(const char *runtime_dir, const char *runtime_name,
+			  const char *identity, const char *image_text, char *err, size_t errlen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	char *line = NULL;
+	ssize_t len;
+	int fd;
+
+	record_path(path, sizeof(path), runtime_dir, runtime_name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	len = asprintf(&line, "%s\t%s\n", identity, image_text);
+	if (len < 0)
+		return snprintf(err, errlen, "out of memory"), -1;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, line, (size_t)len) != len || close(fd) < 0 ||
+	    rename(tmp, path) < 0) {
+		snprintf(err, errlen, "cannot record the image of container %s in %s: %s",
+			 runtime_name, runtime_dir, strerror(errno));
+		if (fd >= 0)
+			unlink(tmp);
+		free(line);
+		return -1;
+	}
+	free(line);
+	return 0;
+}
+
+/* The recorded image of runtime_name: 0 and *identity (17 bytes) + *text (heap), or -1. */
+static int read_image(const char *runtime_dir, const char *runtime_name, char identity[17],
+		      char **text)
+{
+	char path[PATH_MAX], buf[PATH_MAX + 64], *tab, *nl;
+	ssize_t n;
+	int fd;
+
+	*text = NULL;
+	record_path(path, sizeof(path), runtime_dir, runtime_name);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 18)
+		return -1;
+	buf[n] = '\0';
+	tab = strchr(buf, '\t');
+	nl = strchr(buf, '\n');
+	if (tab == NULL || tab - buf != 16 || nl == NULL || nl < tab)
+		return -1;
+	*nl = '\0';
+	memcpy(identity, buf, 16);
+	identity[16] = '\0';
+	*text = strdup(tab + 1);
+	return *text ? 0 : -1;
+}
+
+/* Another image than the container was made from: "" when the same (or unknown), else a
+ * warning or, strict, an error. Returns -1 for the error. */
+static int compare_image(const char *runtime_dir, const char *runtime_name, const char *name,
+			 int strict, const char *image_text, const char *identity, char *warn,
+			 size_t warnlen, char *err, size_t errlen)
+{
+	char had[17];
+	char *was = NULL;
+	int rc = 0;
+
+	if (identity == NULL || read_image(runtime_dir, runtime_name, had, &was) < 0)
+		return 0;
+	if (strcmp(had, identity) != 0) {
+		if (strict) {
+			snprintf(err, errlen, "--container-name=%s: container %s was made from %s, "
+				 "not from --container-image=%s (container_name_strict=1): remove it "
+				 "with 'enroot remove -f %s', or pick another name", name,
+				 runtime_name, was, image_text, runtime_name);
+			rc = -1;
+		} else {
+			snprintf(warn, warnlen, "squall: warning: --container-name=%s: reusing "
+				 "container %s as it is: it was made from %s, not from "
+				 "--container-image=%s ('enroot remove -f %s' to start afresh)",
+				 name, runtime_name, was, image_text, runtime_name);
+		}
+	}
+	free(was);
+	return rc;
+}
+
+int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
+		     const char *runtime_name, const char *name, int mode, int strict,
+		     const struct sq_named_image *img, char **target, char *warn, size_t warnlen,
+		     char *err, size_t errlen)
+{
+	char sub[1024];
 	char **names = NULL;
-	size_t count = 0, same = 0;
+	size_t count = 0;
 	int rc = -1;
 
 	*target = NULL;
-	snprintf(prefix, sizeof(prefix), "squall@%s@%s@", scope, name);
-	if (list_prefixed(rt, prefix, &names, &count, sub, sizeof(sub)) < 0) {
+	if (warnlen > 0)
+		warn[0] = '\0';
+	if (list_names(rt, runtime_name, 1, &names, &count, sub, sizeof(sub)) < 0) {
 		snprintf(err, errlen, "--container-name=%s: %s", name, sub);
 		return -1;
 	}
-	if (identity == NULL) {
-		/* No image: reuse the one container of that name as it is. */
-		if (count == 0)
-			snprintf(err, errlen, "--container-name=%s: no such container on this node, "
-				 "and no --container-image to create it from: add --container-image",
-				 name);
-		else if ((*target = strdup(names[0])) != NULL)
-			rc = 0;
-		goto out;
-	}
-	snprintf(wanted, sizeof(wanted), "%s%s", prefix, identity);
-	for (size_t i = 0; i < count; i++)
-		same += strcmp(names[i], wanted) == 0;
-	if (same && mode == SQ_NAME_CREATE) {
-		snprintf(err, errlen, "--container-name=%s:create: the container already exists: "
-			 "drop ':create' to reuse it, or pick another name", name);
-		goto out;
-	}
-	if (!same && count > 0) {
-		if (mode != SQ_NAME_CREATE) {
-			snprintf(err, errlen, "--container-name=%s: the container was made from a "
-				 "different image than --container-image=%s (the image changed): use "
-				 "--container-name=%s:create to replace it, or pick another name",
-				 name, image_text, name);
+	if (count > 0) {
+		if (mode == SQ_NAME_CREATE) {
+			snprintf(err, errlen, "--container-name=%s:create: container %s already "
+				 "exists: drop ':create' to reuse it, or remove it with 'enroot "
+				 "remove -f %s'", name, runtime_name, runtime_name);
 			goto out;
 		}
-		for (size_t i = 0; i < count; i++)
-			if (sq_named_remove(rt, names[i], sub, sizeof(sub)) < 0) {
-				snprintf(err, errlen, "--container-name=%s:create: cannot remove the "
-					 "old container: %s", name, sub);
-				goto out;
-			}
-	}
-	if (!same && sq_named_create(rt, wanted, image_path, sub, sizeof(sub)) < 0) {
-		snprintf(err, errlen, "--container-name=%s: %s", name, sub);
+		if (compare_image(runtime_dir, runtime_name, name, strict, img->text, img->identity,
+				  warn, warnlen, err, errlen) < 0)
+			goto out;
+	} else if (img->identity == NULL) {
+		snprintf(err, errlen, "--container-name=%s: no container %s on this node, and no "
+			 "--container-image to create it from: add --container-image", name,
+			 runtime_name);
 		goto out;
+	} else {
+		int made = img->load_uri != NULL
+			   ? sq_named_load(rt, runtime_name, img->load_uri, sub, sizeof(sub))
+			   : sq_named_create(rt, runtime_name, img->path, sub, sizeof(sub));
+		if (made < 0) {
+			snprintf(err, errlen, "--container-name=%s: %s", name, sub);
+			goto out;
+		}
+		if (sq_named_record_image(runtime_dir, runtime_name, img->identity, img->text, sub,
+					  sizeof(sub)) < 0)
+			snprintf(warn, warnlen, "squall: warning: %s", sub);
 	}
-	if ((*target = strdup(wanted)) != NULL)
+	if ((*target = strdup(runtime_name)) != NULL)
 		rc = 0;
+	else
+		snprintf(err, errlen, "out of memory");
 out:
 	free_names(names, count);
 	return rc;
@@ -124,62 +267,45 @@ void sq_named_exec_none(const char *name, char *err, size_t errlen)
 		 name, name);
 }
 
-int sq_named_find_running(const char *runtime_dir, const char *scope, const char *name,
-			  int mode, const char *image_text, const char *identity, char **running,
-			  pid_t *pid, unsigned long long *starttime, char *err, size_t errlen)
+int sq_named_find_running(const char *runtime_dir, const char *runtime_name, const char *name,
+			  int mode, int strict, const char *image_text, const char *identity,
+			  pid_t *pid, unsigned long long *starttime, pid_t *nspid,
+			  unsigned long long *nsstart, char *warn, size_t warnlen, char *err,
+			  size_t errlen)
 {
-	char prefix[256], wanted[300];
-	char **names;
-	int other = 0, rc = 0;
-
-	*running = NULL;
+	if (warnlen > 0)
+		warn[0] = '\0';
 	if (mode != SQ_NAME_AUTO && mode != SQ_NAME_EXEC)
 		return 0;
-	snprintf(prefix, sizeof(prefix), "squall@%s@%s@", scope, name);
-	snprintf(wanted, sizeof(wanted), "%s%s", prefix, identity ? identity : "");
-	names = sq_running_names(runtime_dir, prefix);
-	for (size_t i = 0; names != NULL && names[i] != NULL; i++) {
-		pid_t p;
-		unsigned long long t;
-
-		if (identity != NULL && strcmp(names[i], wanted) != 0) {
-			other |= sq_running_live(runtime_dir, names[i]);
-			continue;
-		}
-		if (sq_running_read(runtime_dir, names[i], &p, &t) < 0)
-			continue;
-		if ((*running = strdup(names[i])) == NULL)
-			break;
-		*pid = p;
-		*starttime = t;
-		rc = 1;
-		break;
-	}
-	sq_running_names_free(names);
-	if (rc == 0 && mode == SQ_NAME_EXEC) {
-		if (other)
-			snprintf(err, errlen, "--container-name=%s:exec: the container running on "
-				 "this node was made from a different image than "
-				 "--container-image=%s: drop --container-image to join it as it is",
-				 name, image_text);
-		else
+	if (!sq_running_live(runtime_dir, runtime_name) ||
+	    sq_running_read_ns(runtime_dir, runtime_name, pid, starttime, nspid, nsstart) < 0) {
+		if (mode == SQ_NAME_EXEC) {
 			sq_named_exec_none(name, err, errlen);
-		rc = -1;
+			return -1;
+		}
+		return 0;
 	}
-	return rc;
+	if (compare_image(runtime_dir, runtime_name, name, strict, image_text, identity, warn,
+			  warnlen, err, errlen) < 0)
+		return -1;
+	return 1;
 }
 
-int sq_named_remove_prefix(const struct sq_runtime *rt, const char *prefix, char *err, size_t errlen)
+int sq_named_remove_prefix(const struct sq_runtime *rt, const char *runtime_dir,
+			   const char *prefix, char *err, size_t errlen)
 {
-	char **names = NULL;
+	char **names = NULL, path[PATH_MAX];
 	size_t count = 0;
 	int removed = 0;
 
-	if (list_prefixed(rt, prefix, &names, &count, err, errlen) < 0)
+	if (list_names(rt, prefix, 0, &names, &count, err, errlen) < 0)
 		return -1;
-	for (size_t i = 0; i < count; i++)
+	for (size_t i = 0; i < count; i++) {
 		if (sq_named_remove(rt, names[i], err, errlen) == 0)
 			removed++;
+		record_path(path, sizeof(path), runtime_dir, names[i]);
+		unlink(path);
+	}
 	free_names(names, count);
 	return removed;
 }

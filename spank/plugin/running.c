@@ -31,7 +31,8 @@ int sq_running_live(const char *dir, const char *name)
 }
 
 int sq_running_record(const char *dir, const char *name, pid_t pid,
-		      unsigned long long starttime, char *err, size_t errlen)
+		      unsigned long long starttime, pid_t nspid, unsigned long long nsstart,
+		      char *err, size_t errlen)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 32], line[96];
 	size_t len;
@@ -41,7 +42,8 @@ int sq_running_record(const char *dir, const char *name, pid_t pid,
 	 * one of the same container; its end must not hide the first). */
 	if (sq_running_live(dir, name))
 		return 0;
-	if (sq_running_format((long)pid, starttime, line, sizeof(line)) < 0)
+	if (sq_running_format_ns((long)pid, starttime, (long)nspid, nsstart, line,
+				 sizeof(line)) < 0)
 		return snprintf(err, errlen, "cannot format the running-container record"), -1;
 	record_path(path, sizeof(path), dir, name);
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
@@ -101,12 +103,12 @@ void sq_running_names_free(char **names)
 	free(names);
 }
 
-int sq_running_read(const char *dir, const char *name, pid_t *pid,
-		    unsigned long long *starttime)
+int sq_running_read_ns(const char *dir, const char *name, pid_t *pid,
+		       unsigned long long *starttime, pid_t *nspid, unsigned long long *nsstart)
 {
-	char path[PATH_MAX], buf[128];
+	char path[PATH_MAX], buf[160];
 	ssize_t n;
-	long p;
+	long p, np;
 	int fd;
 
 	record_path(path, sizeof(path), dir, name);
@@ -115,10 +117,20 @@ int sq_running_read(const char *dir, const char *name, pid_t *pid,
 		return -1;
 	n = read(fd, buf, sizeof(buf));
 	close(fd);
-	if (n <= 0 || sq_running_parse(buf, (size_t)n, &p, starttime) < 0)
+	if (n <= 0 || sq_running_parse_ns(buf, (size_t)n, &p, starttime, &np, nsstart) < 0)
 		return -1;
 	*pid = (pid_t)p;
+	*nspid = (pid_t)np;
 	return 0;
+}
+
+int sq_running_read(const char *dir, const char *name, pid_t *pid,
+		    unsigned long long *starttime)
+{
+	unsigned long long nsstart;
+	pid_t nspid;
+
+	return sq_running_read_ns(dir, name, pid, starttime, &nspid, &nsstart);
 }
 
 void sq_running_forget(const char *dir, const char *name, pid_t pid)

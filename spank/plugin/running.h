@@ -1,10 +1,12 @@
 /*
  * running.h: which named containers have a running instance on this node.
  *
- * The step that starts a named container leaves a record beside its runtime files,
+ * The step that starts a container leaves a record beside its runtime files,
  * <runtime_dir>/running-<runtime name>, holding the first process's PID and start time
- * (procstat.h). A later step of the same user with --container-name=NAME (auto) or
- * NAME:exec finds it there and joins that process's namespaces (container.h attach)
+ * (procstat.h), and those of the process that holds its unshared namespaces, if any
+ * (unshare.h). Every container step records itself as pyxis_JOBID.STEPID (for
+ * --container-name=JOBID.STEPID), a named one also under its name. A later step of the
+ * same user finds it there and joins that process's namespaces (container.h attach)
  * instead of starting another instance. The record goes when its step stops the
  * container; a stale one (its process gone, or a reused PID) is simply not matched.
  */
@@ -17,7 +19,8 @@
 /* Write the record atomically (temp file + rename), unless a record of a live process
  * is there already: the first instance stays the one to join. 0 ok, -1 with err. */
 int sq_running_record(const char *dir, const char *name, pid_t pid,
-		      unsigned long long starttime, char *err, size_t errlen);
+		      unsigned long long starttime, pid_t nspid, unsigned long long nsstart,
+		      char *err, size_t errlen);
 /* The names (runtime names) of every record in dir that starts with prefix: a NULL-
  * terminated heap array (free with sq_running_names_free); NULL when there is none. */
 char **sq_running_names(const char *dir, const char *prefix);
@@ -25,6 +28,9 @@ void sq_running_names_free(char **names);
 /* Read one record. 0 ok, -1 none or unreadable. */
 int sq_running_read(const char *dir, const char *name, pid_t *pid,
 		    unsigned long long *starttime);
+/* The same with the namespace holder (0 when none). */
+int sq_running_read_ns(const char *dir, const char *name, pid_t *pid,
+		       unsigned long long *starttime, pid_t *nspid, unsigned long long *nsstart);
 /* 1 when the record names a process that still runs (same PID, same start time). */
 int sq_running_live(const char *dir, const char *name);
 /* Remove the record if it still names pid (another step may have replaced it). */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,27 @@ static int as_user(const struct sq_cred *cred, const char *from, const char *to)
 		if (errno != EINTR)
 			return -1;
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int sq_save_check(const char *path, char *err, size_t errlen)
+{
+	char dir_buf[PATH_MAX];
+	const char *dir;
+	struct stat st;
+
+	snprintf(dir_buf, sizeof(dir_buf), "%s", path);
+	dir = dirname(dir_buf);
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return snprintf(err, errlen, "--container-save=%s: directory %s does not exist on "
+				"this node: create it first (the image is written there at the step's "
+				"end)", path, dir), -1;
+	if (access(dir, W_OK | X_OK) < 0)
+		return snprintf(err, errlen, "--container-save=%s: directory %s is not writable by "
+				"the job user: pick a directory you can write", path, dir), -1;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return snprintf(err, errlen, "--container-save=%s: is a directory: give a file path "
+				"(e.g. %s/saved.sqsh)", path, path), -1;
+	return 0;
 }
 
 int sq_save_export(const struct sq_runtime *rt, const char *container, const char *path,

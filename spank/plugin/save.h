@@ -12,6 +12,10 @@
 
 #include "named.h"
 
+/* Can the calling user write path? Its directory must exist and be writable, and path
+ * must not be a directory. 0 ok, -1 with err naming the path and the fix. */
+int sq_save_check(const char *path, char *err, size_t errlen);
+
 int sq_save_export(const struct sq_runtime *rt, const char *container, const char *path,
 		   uint32_t jobid, uint32_t stepid, char *err, size_t errlen);
 

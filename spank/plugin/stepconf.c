@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,38 +58,106 @@ void sq_lines_free(char **arr)
 	free(arr);
 }
 
-static int add_setting(char ***env, size_t *n, const char *key, int value)
-{
-	char line[128];
+#define STANDARD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-	if (value < 0)
-		return 0;
-	snprintf(line, sizeof(line), "%s=%s", key, value ? "y" : "n");
-	return sq_line_append(env, n, line);
+int sq_env_put(char ***env, const char *key, const char *value)
+{
+	size_t klen = strlen(key), n = 0;
+	char *line = NULL;
+
+	if (asprintf(&line, "%s=%s", key, value) < 0)
+		return -1;
+	for (n = 0; *env != NULL && (*env)[n] != NULL; n++) {
+		if (strncmp((*env)[n], key, klen) == 0 && (*env)[n][klen] == '=') {
+			free((*env)[n]);
+			(*env)[n] = line;
+			return 0;
+		}
+	}
+	if (sq_line_append(env, &n, line) < 0) {
+		free(line);
+		return -1;
+	}
+	free(line);
+	return 0;
+}
+
+static int put_setting(char ***env, const char *key, int value)
+{
+	return value < 0 ? 0 : sq_env_put(env, key, value ? "y" : "n");
+}
+
+int sq_runtime_path(const char *enroot, char *buf, size_t buflen)
+{
+	const char *stepd = getenv("PATH");
+	char real[PATH_MAX], *slash;
+	int n;
+
+	if (stepd == NULL || *stepd == '\0')
+		stepd = STANDARD_PATH;
+	if (enroot == NULL || realpath(enroot, real) == NULL)
+		snprintf(real, sizeof(real), "%s", enroot ? enroot : "");
+	slash = strrchr(real, '/');
+	if (slash != NULL && slash != real) {
+		*slash = '\0';
+		n = snprintf(buf, buflen, "%s:%s", real, stepd);
+	} else {
+		n = snprintf(buf, buflen, "%s", stepd);
+	}
+	return n < 0 || (size_t)n >= buflen ? -1 : 0;
+}
+
+int sq_find_enroot(char **out, char *err, size_t errlen)
+{
+	const char *path = getenv("PATH");
+	char dir[PATH_MAX], cand[PATH_MAX + 8];
+	const char *s, *e;
+
+	*out = NULL;
+	if (path == NULL || *path == '\0')
+		path = STANDARD_PATH;
+	for (s = path;; s = e + 1) {
+		size_t n;
+		e = strchr(s, ':');
+		n = e ? (size_t)(e - s) : strlen(s);
+		if (n > 0 && n < sizeof(dir) && s[0] == '/') {
+			memcpy(dir, s, n);
+			dir[n] = '\0';
+			snprintf(cand, sizeof(cand), "%s/enroot", dir);
+			if (access(cand, X_OK) == 0) {
+				*out = strdup(cand);
+				return *out ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+			}
+		}
+		if (e == NULL)
+			break;
+	}
+	snprintf(err, errlen, "container runtime not found: no 'enroot' on slurmstepd's PATH (%s): "
+		 "install Enroot there or set enroot= in plugstack.conf", path);
+	return -1;
 }
 
 int sq_stepconf_env(char *const job_env[], const struct sq_opts *o, const char *runtime_dir,
-		    char ***out, char *err, size_t errlen)
+		    const char *path, char ***out, char *err, size_t errlen)
 {
-	char **clean = NULL, *line = NULL;
-	size_t n = 0;
+	char **clean = NULL, *rt = NULL;
 
 	*out = NULL;
 	if (sq_env_clean(job_env, &clean, err, errlen) < 0)
 		return -1;
-	while (clean[n] != NULL)
-		n++;
-	if (asprintf(&line, "ENROOT_RUNTIME_PATH=%s/enroot", runtime_dir) < 0 ||
-	    sq_line_append(&clean, &n, line) < 0 ||
-	    add_setting(&clean, &n, "ENROOT_MOUNT_HOME", o->mount_home) < 0 ||
-	    add_setting(&clean, &n, "ENROOT_REMAP_ROOT", o->remap_root) < 0 ||
-	    add_setting(&clean, &n, "ENROOT_ROOTFS_WRITABLE", o->writable) < 0) {
-		free(line);
+	if (asprintf(&rt, "%s/enroot", runtime_dir) < 0)
+		rt = NULL;
+	if (rt == NULL || sq_env_put(&clean, "PATH", path) < 0 ||
+	    sq_env_put(&clean, "ENROOT_RUNTIME_PATH", rt) < 0 ||
+	    put_setting(&clean, "ENROOT_MOUNT_HOME", o->mount_home) < 0 ||
+	    put_setting(&clean, "ENROOT_REMAP_ROOT", o->remap_root) < 0 ||
+	    put_setting(&clean, "ENROOT_ROOTFS_WRITABLE", o->writable) < 0) {
+		free(rt);
 		sq_env_free(clean);
 		snprintf(err, errlen, "out of memory building the runtime's environment");
 		return -1;
 	}
-	free(line);
+	free(rt);
 	*out = clean;
 	return 0;
 }

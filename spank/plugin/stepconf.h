@@ -1,8 +1,13 @@
 /*
  * stepconf.h: what one step hands to the runtime -- its environment and its --conf file.
  *
- * Environment: the job's, cleaned by the core's deny list (env.h), plus the ENROOT_*
- * settings the flags ask for (only those given: otherwise the site's enroot.conf rules).
+ * Environment: the job's, cleaned by the core's deny list (env.h; the job's own ENROOT_*
+ * settings pass, except the site's paths and import settings), with the ENROOT_* settings
+ * the flags ask for set over them (only those given: otherwise the job's value or the
+ * site's enroot.conf rules), and a fixed PATH: the runtime's own directory, then
+ * slurmstepd's PATH (as Pyxis runs Enroot), never the job's, because Enroot finds its
+ * helpers (enroot-mount, enroot-nsenter, squashfuse, ...) through PATH; a conda, module or
+ * image PATH in the job would break or change the runtime. The tasks keep the job's PATH.
  * ENROOT_RUNTIME_PATH is RUNTIME_DIR/enroot: a runtime may mount over it inside its
  * namespace, so the conf file lives beside it, in RUNTIME_DIR.
  * Conf file: rendered by the core (conf.h), written by the job user with O_EXCL mode
@@ -16,9 +21,21 @@
 #include "conf.h"
 #include "options.h"
 
-/* *out: NULL-terminated heap array (free with sq_env_free). */
+/* *out: NULL-terminated heap array (free with sq_env_free). path: the runtime's PATH
+ * (sq_runtime_path). */
 int sq_stepconf_env(char *const job_env[], const struct sq_opts *o, const char *runtime_dir,
-		    char ***out, char *err, size_t errlen);
+		    const char *path, char ***out, char *err, size_t errlen);
+
+/* The runtime's PATH into buf: the directory of `enroot` (symlinks resolved), then
+ * slurmstepd's own PATH (or the standard one when it has none). 0 ok, -1 too long. */
+int sq_runtime_path(const char *enroot, char *buf, size_t buflen);
+
+/* Find `enroot` on slurmstepd's PATH, as Pyxis runs it when plugstack.conf names no
+ * enroot=: *out (heap) is its absolute path. 0 ok, -1 with err saying where it looked. */
+int sq_find_enroot(char **out, char *err, size_t errlen);
+
+/* Set KEY=VALUE in a NULL-terminated heap array, replacing an entry of that KEY. 0 ok. */
+int sq_env_put(char ***env, const char *key, const char *value);
 
 /* Write text to a new file at path (O_EXCL, mode 0600); removed again on error. */
 int sq_stepfile_write(const char *path, const char *text, char *err, size_t errlen);

@@ -25,6 +25,10 @@ for f in "$here"/libexec/*; do
 done
 
 install -d -m 0755 "$sysconf" "$sysconf/environ.d" "$sysconf/mounts.d" "$sysconf/hooks.d"
+# Enroot's standard hooks (and the Slurm PMI one, which sites enable), as Enroot installs them.
+for f in "$here"/hooks.d/*.sh; do
+    [[ -e $sysconf/hooks.d/${f##*/} ]] || install -m 0755 "$f" "$sysconf/hooks.d/"
+done
 if [[ ! -e $sysconf/enroot.conf ]]; then
     install -m 0644 "$here/enroot.conf" "$sysconf/enroot.conf"
 fi

@@ -11,7 +11,7 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[2] / "spank" / "core"
 MODULES = ["strbuf", "quote", "imageref", "mounts", "mounts_exist", "env", "config", "options",
-           "conf", "procstat"]
+           "conf", "procstat", "unshare"]
 HEX = "0123456789abcdef" * 4
 
 CORPUS = [
@@ -31,7 +31,8 @@ CORPUS = [
     "/a:/b:ro++rw", "+", "/a:/b:+", "@", "@@", "#", "##", "a#", "#a", "a@", "@a", "a:@:#",
     "x://", "://", "docker://", "dockerd://", "=", "==", "A=", "=A", "a=b=c",
     # traversal, whitespace, injection
-    "..", "../..", "/a/../b", "/a/..", "./..", "/a b:/c", "/a\n/etc /x none rbind:/y",
+    "..", "../..", "/a/../b", "/a/..", "./..", "/a b:/c",
+    "net,ipc,uts", "net,,", "tmpfs:/t:mpol=bind:0-3", "/a\n/etc /x none rbind:/y",
     "a\tb", "\r\n", "/${HOME}:/x", "$(id)", "`id`", "'", "'\\''", "\\", "a;b", "a|b",
     "ENROOT_X=1", "LD_PRELOAD=/x.so", "BASH_FUNC_x%%=() { id; }",
     # control bytes (non-UTF-8 inputs are in RAW)

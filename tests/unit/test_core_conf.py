@@ -122,3 +122,59 @@ def test_refusals_name_the_function_and_entry(kw, needle):
         render_enroot_conf(**kw)
     assert needle in str(exc.value), str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+# --- Pyxis's way to skip the entrypoint: /etc/rc runs, rc.local is `exec "$@"` (item 2) ----
+
+def run_hooks(tmp_path, conf: str, rootfs) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", 'set -e; source "$1"; hooks', "bash", conf],
+                          capture_output=True, timeout=30, check=False,
+                          env={"ENROOT_ROOTFS": str(rootfs), "PATH": "/usr/bin:/bin"})
+
+
+def test_skip_entrypoint_overwrites_rc_local(tmp_path):
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    (rootfs / "etc" / "rc.local").write_text("exec /entrypoint \"$@\"\n")
+    conf = write_conf(tmp_path, skip_entrypoint=True)
+    res = run_hooks(tmp_path, conf, rootfs)
+    assert res.returncode == 0, res.stderr
+    assert (rootfs / "etc" / "rc.local").read_text() == 'exec "$@"\n'
+    # The image's /etc/rc sources it: the command runs as given, after `cd WORKDIR`.
+    (rootfs / "etc" / "rc").write_text('cd /tmp\n. "$R/etc/rc.local"\n')
+    out = subprocess.run(["sh", str(rootfs / "etc" / "rc"), "sh", "-c", "pwd; echo ran $0 $1",
+                          "a", "b"], capture_output=True, text=True, timeout=30,
+                         env={"R": str(rootfs), "PATH": "/usr/bin:/bin"}, check=False)
+    assert out.stdout.split("\n")[:2] == ["/tmp", "ran a b"], out
+
+
+def test_skip_entrypoint_never_writes_through_a_symlink(tmp_path):
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    outside = tmp_path / "host-rc.local"
+    outside.write_text("host file\n")
+    (rootfs / "etc" / "rc.local").symlink_to(outside)
+    res = run_hooks(tmp_path, write_conf(tmp_path, skip_entrypoint=True), rootfs)
+    assert res.returncode == 0, res.stderr
+    assert outside.read_text() == "host file\n"
+    assert not (rootfs / "etc" / "rc.local").is_symlink()
+
+
+def test_skip_entrypoint_without_etc_does_nothing(tmp_path):
+    rootfs = tmp_path / "bare"
+    rootfs.mkdir()
+    res = run_hooks(tmp_path, write_conf(tmp_path, skip_entrypoint=True), rootfs)
+    assert res.returncode == 0, res.stderr
+    assert list(rootfs.iterdir()) == []
+
+
+def test_skip_entrypoint_then_the_hook_command(tmp_path):
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    conf = write_conf(tmp_path, skip_entrypoint=True,
+                      hook_argv=["/bin/sh", "-c", 'cat "$ENROOT_ROOTFS/etc/rc.local"'])
+    res = run_hooks(tmp_path, conf, rootfs)
+    assert res.returncode == 0 and res.stdout == b'exec "$@"\n', res
+    assert "hooks" not in subprocess.run(["bash", "-c", 'source "$1"; declare -F', "bash",
+                                          write_conf(tmp_path, env={})],
+                                         capture_output=True, text=True, check=False).stdout

@@ -3,13 +3,23 @@ the container's environment into each task's, driven through cffi."""
 
 import pytest
 
-from squall.core import clean_environment, env_denied, merge_environment, overlay_environment
+from squall.core import (
+    clean_environment,
+    env_denied,
+    keep_environ_lines,
+    merge_environment,
+    overlay_environment,
+    task_unset,
+)
 from squall.errors import SquallError
 
 
 @pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GLIBC_TUNABLES",
                                   "BASH_ENV", "ENV", "BASH_FUNC_foo%%", "SHELLOPTS", "IFS",
-                                  "ENROOT_DATA_PATH", "ENROOT_ROOTFS_WRITABLE", "SLURM_PROCID",
+                                  "ENROOT_DATA_PATH", "ENROOT_RUNTIME_PATH", "ENROOT_CACHE_PATH",
+                                  "ENROOT_TEMP_PATH", "ENROOT_SYSCONF_PATH", "ENROOT_LIBRARY_PATH",
+                                  "ENROOT_SQUASH_OPTIONS", "ENROOT_ALLOW_HTTP",
+                                  "ENROOT_MAX_CONNECTIONS", "ENROOT_GZIP_PROGRAM", "SLURM_PROCID",
                                   "SLURM_LOCALID", "SLURM_TASK_PID", "SLURM_CPU_BIND_LIST",
                                   "PMI_RANK", "PMI_FD", "PMIX_RANK", "CUDA_VISIBLE_DEVICES",
                                   "OMPI_COMM_WORLD_RANK"])
@@ -19,7 +29,10 @@ def test_denied(name):
 
 @pytest.mark.parametrize("name", ["PATH", "HOME", "USER", "TERM", "LANG", "https_proxy",
                                   "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_MPI_TYPE",
-                                  "PMIX_SERVER_TMPDIR", "LDFLAGS", "ENROOTX", "SLURM_PROCIDX"])
+                                  "PMIX_SERVER_TMPDIR", "LDFLAGS", "ENROOTX", "SLURM_PROCIDX",
+                                  "ENROOT_ROOTFS_WRITABLE", "ENROOT_REMAP_ROOT",
+                                  "ENROOT_MOUNT_HOME", "ENROOT_RESTRICT_DEV",
+                                  "ENROOT_CONFIG_PATH", "MELLANOX_VISIBLE_DEVICES"])
 def test_kept(name):
     assert not env_denied(name)
 
@@ -75,3 +88,36 @@ def test_large_block():
 def test_nul_in_task_environment_refused():
     with pytest.raises(SquallError, match="NUL"):
         merge_environment({"A": "1\0B=2"}, b"")
+
+
+# --- Pyxis's task environment rules (issue 10, item 7) ------------------------------------
+
+LOCALE = {"LANG": "xx_XX.UTF-8", "LC_ALL": "xx_XX.UTF-8", "LANGUAGE": "xx", "LC_TIME": "C"}
+
+
+def test_locale_dropped_from_tasks_unless_named():
+    assert merge_environment(LOCALE, b"A=1\0") == {"LC_TIME": "C", "A": "1"}
+    assert merge_environment(LOCALE, b"A=1\0", keep="LANG,LANGUAGE") == {
+        "LANG": "xx_XX.UTF-8", "LANGUAGE": "xx", "LC_TIME": "C", "A": "1"}
+    assert task_unset(LOCALE) == ["LANG", "LC_ALL", "LANGUAGE"]
+    assert task_unset(LOCALE, keep="LC_ALL") == ["LANG", "LANGUAGE"]
+    assert task_unset({"PATH": "/bin"}) == []
+
+
+def test_locale_from_the_image_is_kept():
+    assert merge_environment(LOCALE, b"LANG=C.UTF-8\0") == {"LC_TIME": "C", "LANG": "C.UTF-8"}
+
+
+def test_keep_environ_lines_for_the_runtime_start():
+    job = {"A": "1", "ENROOT_X": "y", "B": "2", "EMPTY": ""}
+    assert keep_environ_lines(job, "A,ENROOT_X,MISSING,EMPTY") == ["A=1", "EMPTY="]
+    assert keep_environ_lines(job, None) == []
+
+
+def test_step_variables_keep_the_task_s_value():
+    # Enroot's 50-slurm-pmi hook copies SLURM_*, PMIX_* and PMI_* into the container; a
+    # later step joining it must still see its own step's values.
+    task = {"SLURM_STEP_ID": "7", "PMIX_NAMESPACE": "slurm.pmix.9.7", "PMI_SIZE": "4"}
+    block = (b"SLURM_STEP_ID=0\0PMIX_NAMESPACE=slurm.pmix.9.0\0PMI_SIZE=2\0"
+             b"SLURM_ONLY_IN_CONTAINER=x\0")
+    assert merge_environment(task, block) == {**task, "SLURM_ONLY_IN_CONTAINER": "x"}

@@ -15,7 +15,7 @@ PYXIS_FLAGS = {
     "container-save", "container-mount-home", "no-container-mount-home",
     "container-remap-root", "no-container-remap-root", "container-entrypoint",
     "no-container-entrypoint", "container-entrypoint-log", "container-writable",
-    "container-readonly", "container-env",
+    "container-readonly", "container-env", "container-unshare",
 }
 
 
@@ -56,6 +56,11 @@ def test_environment_names():
         ("container-nccl-debug", None),
         ("container-nccl-debug", "trace"),
         ("container-log", "verbose"),
+        ("container-workdir", "relative/dir"),
+        ("container-workdir", "../"),
+        ("container-unshare", "net"),
+        ("container-unshare", "net,ipc,uts"),
+        ("container-unshare", "uts,net,net"),
     ],
 )
 def test_valid_values(flag, value):
@@ -68,7 +73,12 @@ def test_valid_values(flag, value):
         ("container-image", None, "--container-image: needs a value"),
         ("container-image", "Bad:tag", "--container-image: 'Bad:tag': repository 'Bad'"),
         ("container-mounts", "/a:/b:zz", "--container-mounts: '/a:/b:zz': unknown mount flag"),
-        ("container-workdir", "rel/dir", "--container-workdir: 'rel/dir' must be an absolute"),
+        ("container-unshare", "foo", "--container-unshare: unknown namespace 'foo' (use net, "
+         "ipc or uts"),
+        ("container-unshare", "net,foo", "--container-unshare: unknown namespace 'foo'"),
+        ("container-unshare", "net,,ipc", "--container-unshare: 'net,,ipc': empty namespace"),
+        ("container-unshare", "", "--container-unshare: empty value"),
+        ("container-unshare", "pid", "unknown namespace 'pid'"),
         ("container-workdir", "/a\nb", "--container-workdir: '/a\\nb' holds a control"),
         ("container-workdir", "/" + "w" * 5000, "--container-workdir: value is 5001 bytes"),
         ("container-name", "x:bogus", "--container-name: 'x:bogus': unknown flag 'bogus'"),
@@ -149,6 +159,8 @@ def test_environment_does_not_conflict_with_command_line():
         ("SQUALL_CONTAINER_MOUNT_HOME", "off", "mount_home", False),
         ("SQUALL_CONTAINER_NO_MOUNT_HOME", "yes", "mount_home", False),
         ("PYXIS_CONTAINER_REMAP_ROOT", "TRUE", "remap_root", True),
+        ("PYXIS_CONTAINER_REMAP_ROOT", "y", "remap_root", True),
+        ("PYXIS_CONTAINER_WRITABLE", "n", "writable", False),
         ("SQUALL_CONTAINER_READONLY", "1", "writable", False),
         ("SQUALL_CONTAINER_READONLY", "0", "writable", True),
         ("SQUALL_CONTAINER_ENTRYPOINT_LOG", "1", "entrypoint_log", True),
@@ -215,3 +227,24 @@ def test_defaults_are_unset():
     assert (opts.mount_home, opts.remap_root, opts.entrypoint, opts.writable) == (
         None, None, None, None)
     assert opts.efa is None and opts.log is None and opts.name_mode == "auto"
+
+
+def test_container_unshare_canonical_and_same_value_twice():
+    opts = resolve_step_options([("container-image", "u"), ("container-unshare", "uts,net"),
+                                 ("container-unshare", "net,uts,net")])
+    assert opts.unshare == "net,uts"
+    with pytest.raises(SquallError, match="--container-unshare given twice"):
+        resolve_step_options([("container-unshare", "net"), ("container-unshare", "ipc")])
+
+
+def test_container_unshare_from_pyxis_variable_and_cli_wins():
+    opts = resolve_step_options([("container-image", "u")], {"PYXIS_CONTAINER_UNSHARE": "ipc"})
+    assert opts.unshare == "ipc"
+    opts = resolve_step_options([("container-image", "u"), ("container-unshare", "net")],
+                                {"PYXIS_CONTAINER_UNSHARE": "ipc"})
+    assert opts.unshare == "net"
+
+
+def test_container_workdir_relative_is_kept_as_given():
+    opts = resolve_step_options([("container-image", "u"), ("container-workdir", "../etc")])
+    assert opts.workdir == "../etc"

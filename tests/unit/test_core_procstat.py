@@ -96,3 +96,38 @@ def test_record_format_refuses_a_short_buffer():
 ])
 def test_malformed_records_are_refused(text):
     assert record_parse(text) is None
+
+
+# --- records of containers with namespaces of their own (--container-unshare) ----------------
+
+def record_parse_ns(text: bytes) -> tuple[int, int, int, int] | None:
+    pid = ffi.new("long *")
+    start = ffi.new("unsigned long long *")
+    nspid = ffi.new("long *")
+    nsstart = ffi.new("unsigned long long *")
+    if lib.sq_running_parse_ns(ffi.from_buffer(text), len(text), pid, start, nspid,
+                               nsstart) != 0:
+        return None
+    return pid[0], start[0], nspid[0], nsstart[0]
+
+
+def test_record_with_namespace_holder_round_trip():
+    out = ffi.new("char[]", 96)
+    assert lib.sq_running_format_ns(4242, 987654, 4250, 987700, out, 96) == 0
+    text = ffi.string(out)
+    assert text == b"squall-running 1 4242 987654 4250 987700\n"
+    assert record_parse_ns(text) == (4242, 987654, 4250, 987700)
+    assert record_parse(text) is None      # the plain reader refuses it: no silent half-join
+    # A record without a holder reads with the holder as 0.
+    assert record_parse_ns(b"squall-running 1 4242 987654\n") == (4242, 987654, 0, 0)
+    assert lib.sq_running_format_ns(4242, 987654, 0, 0, out, 96) == 0
+    assert ffi.string(out) == b"squall-running 1 4242 987654\n"
+
+
+@pytest.mark.parametrize("text", [
+    b"squall-running 1 42 5 6\n", b"squall-running 1 42 5 6 \n", b"squall-running 1 42 5 0 7\n",
+    b"squall-running 1 42 5 2147483648 7\n", b"squall-running 1 42 5 6 7 8\n",
+    b"squall-running 1 42 5 6 x\n",
+])
+def test_malformed_records_with_holder_are_refused(text):
+    assert record_parse_ns(text) is None

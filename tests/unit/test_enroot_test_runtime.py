@@ -6,6 +6,7 @@ docker container (the host's /dev/fuse is 0600)."""
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import statistics
@@ -20,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_DIR = ROOT / "tests" / "enroot_test_runtime"
 ENROOT = RUNTIME_DIR / "bin" / "enroot"
 TOOLS = ("mksquashfs", "unsquashfs", "squashfuse", "fuse-overlayfs", "unshare", "setpriv", "perl")
-IMAGE_BINARIES = ("sh", "cat", "echo", "env", "ls", "grep", "id", "touch", "mkdir", "sleep", "true")
+IMAGE_BINARIES = ("sh", "cat", "echo", "env", "ls", "grep", "id", "touch", "mkdir", "sleep", "true",
+                  "stat")
 
 
 def _missing(what: str) -> None:
@@ -536,16 +538,88 @@ def test_superuser_without_user_namespace_when_allowed(env, image):
     wait_until_clean(image, Path(env["ENROOT_RUNTIME_PATH"]))
 
 
-def test_mount_home(env, image, tmp_path):
-    home = tmp_path / "home"
+def standard_hooks(env: dict[str, str]) -> Path:
+    """Install the double's copies of Enroot's standard hooks into the private sysconf."""
+    hooks = Path(env["ENROOT_SYSCONF_PATH"]) / "hooks.d"
+    for hook in (RUNTIME_DIR / "hooks.d").glob("*.sh"):
+        shutil.copy2(hook, hooks / hook.name)
+    return hooks
+
+
+def test_mount_home_is_the_standard_hook_s_business(env, image, tmp_path):
+    home = tmp_path / "with space home"
     home.mkdir()
     (home / "dotfile").write_text("mine\n")
     e = dict(env, HOME=str(home), ENROOT_MOUNT_HOME="yes")
+    # As Enroot: without its hooks.d/10-home.sh nothing mounts the home.
+    r = enroot(e, "start", str(image), "sh", "-c", f"cat '{home}/dotfile' 2>/dev/null || echo NO")
+    assert r.stdout == "NO\n"
+    standard_hooks(env)
     r = enroot(e, "start", str(image), "sh", "-c", 'echo "$HOME"; cat "$HOME/dotfile"')
     assert r.stdout == f"{home}\nmine\n"
     r = enroot(dict(e, ENROOT_MOUNT_HOME="no"), "start", str(image), "sh", "-c",
-               f"cat {home}/dotfile 2>/dev/null || echo NOT-MOUNTED")
+               f"cat '{home}/dotfile' 2>/dev/null || echo NOT-MOUNTED")
     assert r.stdout == "NOT-MOUNTED\n"
+
+
+@pytest.mark.parametrize("how", [("-r",), ()])
+def test_mount_home_under_remap_root_is_at_root(env, image, tmp_path, how):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dotfile").write_text("mine\n")
+    standard_hooks(env)
+    e = dict(env, HOME=str(home), ENROOT_MOUNT_HOME="y")
+    if not how:
+        e["ENROOT_REMAP_ROOT"] = "yes"
+    r = enroot(e, "start", *how, str(image), "sh", "-c", 'echo "$HOME"; cat /root/dotfile')
+    assert r.stdout == "/root\nmine\n"
+
+
+def test_aptfix_hook_under_remap_root_in_debian_images(env, base_tree, tmp_path):
+    image = make_image(base_tree, tmp_path / "deb.sqsh", **{"etc/debian_version": "13.0\n"})
+    standard_hooks(env)
+    cmd = ("sh", "-c", "cat /etc/apt/apt.conf.d/enroot 2>/dev/null || echo none")
+    assert enroot(env, "start", "-r", str(image), *cmd).stdout == 'APT::Sandbox::User "root";\n'
+    assert enroot(env, "start", str(image), *cmd).stdout in ("none\n",
+                                                            'APT::Sandbox::User "root";\n')
+    other = make_image(base_tree, tmp_path / "other.sqsh")
+    assert enroot(env, "start", "-r", str(other), *cmd).stdout == "none\n"
+
+
+def test_shadow_hook_adds_the_user_and_drops_apt(env, base_tree, tmp_path):
+    image = make_image(base_tree, tmp_path / "pw.sqsh", **{
+        "etc/passwd": "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n",
+        "etc/group": "_apt:x:42:\n", "etc/debian_version": "13.0\n"})
+    standard_hooks(env)
+    me = pwd.getpwuid(os.getuid()).pw_name
+    r = enroot(dict(env, USER=me), "start", "-w", str(image), "cat", "/etc/passwd",
+               "/etc/group")
+    names = [line.split(":")[0] for line in r.stdout.splitlines()]
+    assert "_apt" not in names and "root" in names and "nobody" in names, r.stdout
+
+
+def test_nofail_mount_of_a_missing_source_is_skipped(env, image, tmp_path):
+    conf = tmp_path / "c.conf"
+    line = f"{tmp_path}/missing /m none x-create=dir,bind,nofail"
+    conf.write_text(f"mounts() {{\n  echo '{line}'\n}}\n")
+    r = enroot(env, "start", "-c", str(conf), str(image), "sh", "-c", "echo ok")
+    assert r.stdout == "ok\n"
+
+
+def test_fstab_targets_with_spaces(env, image, tmp_path):
+    src = tmp_path / "my data"
+    src.mkdir()
+    (src / "f").write_text("spaced\n")
+    conf = tmp_path / "c.conf"
+    esc = str(src).replace(" ", "\\040")
+    conf.write_text(f"mounts() {{\n  echo '{esc} /mnt/my\\040data none x-create=dir,rbind'\n}}\n")
+    r = enroot(env, "start", "-c", str(conf), str(image), "cat", "/mnt/my data/f")
+    assert r.stdout == "spaced\n"
+
+
+def test_load_rejects_bad_input(env):
+    assert "exactly one URI" in one_line_error(enroot(env, "load", check=False))
+    assert "Bad URI" in one_line_error(enroot(env, "load", "-n", "x", "debian:12", check=False))
 
 
 # --- named containers --------------------------------------------------------------------
@@ -678,7 +752,8 @@ def test_install_sh_installs_a_working_runtime(image, tmp_path):
                    capture_output=True)
     assert sorted(p.name for p in sysconf.iterdir()) == [
         "enroot.conf", "environ.d", "hooks.d", "mounts.d"]
-    assert not any((sysconf / "hooks.d").iterdir())
+    assert sorted(p.name for p in (sysconf / "hooks.d").iterdir()) == [
+        "10-aptfix.sh", "10-home.sh", "10-shadow.sh", "50-slurm-pmi.sh"]
     e = {k: v for k, v in os.environ.items() if not k.startswith(("ENROOT_", "XDG_"))}
     e["ENROOT_SYSCONF_PATH"] = str(sysconf)
     link = tmp_path / "enroot-link"   # e.g. /usr/local/bin/enroot -> the installed one
@@ -729,6 +804,11 @@ echo "ID=$(run $E start /home/u/img.sqsh id -u)"
 CAPS=$(run $E start /home/u/img.sqsh grep -E '^(CapEff|NoNewPrivs)' /proc/self/status)
 echo "CAPS=$(echo $CAPS)"
 echo "ROOTID=$(run $E start -r /home/u/img.sqsh id -u)"
+# As Enroot presents them: the image's files owned by the user (root when remapped), so a
+# mount target can be made in a root-owned directory of the image.
+echo "OWNER=$(echo $(run $E start /home/u/img.sqsh stat -c %u:%g /etc/os-release /))"
+echo "ROOTOWNER=$(run $E start -r /home/u/img.sqsh stat -c %u:%g /etc/os-release)"
+echo "NEWTARGET=$(run $E start -m /tmp:/newdir/sub /home/u/img.sqsh ls -d /newdir/sub)"
 echo "ROOTCAPS=$(run $E start -r /home/u/img.sqsh grep CapEff /proc/self/status | tr -d '\t')"
 ROOTMNT=$(run $E start /home/u/img.sqsh grep ' / / ' /proc/self/mountinfo)
 echo "OVERLAY=$(echo "$ROOTMNT" | grep -o ' - [a-z.-]*')"
@@ -776,6 +856,8 @@ def test_unprivileged_user_in_docker(image):
     assert got["OSREL"] == "ID=squalltest", r.stdout
     assert got["INSTALLED"] == "ID=squalltest /tmp/enroot-runtime-1000"
     assert got["ID"] == "1000" and got["ROOTID"] == "0"
+    assert got["OWNER"] == "1000:1000 1000:1000" and got["ROOTOWNER"] == "0:0", r.stdout
+    assert got["NEWTARGET"] == "/newdir/sub", r.stdout
     assert got["CAPS"].split() == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1"], got["CAPS"]
     assert got["ROOTCAPS"] != "CapEff:0000000000000000"
     assert got["OVERLAY"] == " - overlay"             # kernel overlayfs works unprivileged

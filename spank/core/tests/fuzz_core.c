@@ -19,6 +19,7 @@
 #include "mounts.h"
 #include "options.h"
 #include "procstat.h"
+#include "unshare.h"
 #include "quote.h"
 #include "strbuf.h"
 
@@ -43,7 +44,8 @@ static void run_one(const char *in)
 	static const char *const keys[] = {
 		"runtime_path", "enroot", "sqshbuild", "image_cache", "container_scope",
 		"execute_entrypoint", "efa", "efa_sysfs_root", "efa_dev_root", "efa_opt_root",
-		"sbatch_support", "log", "bogus", NULL
+		"sbatch_support", "log", "use_squashfuse", "use_enroot_load", "importer",
+		"container_name_strict", "bogus", NULL
 	};
 	char err[512], show[SQ_SHOW_MAX], var[96], line[8192];
 	size_t k, e, len = strlen(in);
@@ -91,6 +93,11 @@ static void run_one(const char *in)
 			memcpy(exact, in, len);
 			(void)sq_procstat_parse(exact, len, &state, &start);
 			(void)sq_running_parse(exact, len, &pid, &start);
+			{
+				unsigned long long nsstart;
+				long nspid;
+				(void)sq_running_parse_ns(exact, len, &pid, &start, &nspid, &nsstart);
+			}
 			free(exact);
 		}
 
@@ -101,6 +108,14 @@ static void run_one(const char *in)
 		check_err("text", rc, err, el);
 		rc = sq_env_check_names(in, err, el);
 		check_err("env names", rc, err, el);
+		{
+			char canon[32];
+			int mask;
+
+			rc = sq_unshare_parse(in, &mask, err, el);
+			check_err("unshare", rc, err, el);
+			(void)sq_unshare_str(rc == 0 ? mask : 7, canon, sizeof(canon));
+		}
 
 		for (k = 0; keys[k] != NULL; k++) {
 			struct sq_config c;
@@ -172,7 +187,7 @@ static void run_one(const char *in)
 	{
 		const char *list[] = { in, "A=1", NULL };
 		const char *argv[] = { "/usr/bin/hook", in, NULL };
-		struct sq_conf_spec spec = { list, list, argv };
+		struct sq_conf_spec spec = { list, list, argv, 1 };
 		char *out = NULL;
 		int rc;
 

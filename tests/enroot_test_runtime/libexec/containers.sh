@@ -146,3 +146,34 @@ containers_export() {
     trap - EXIT INT TERM HUP
     printf '%s\n' "$out_file"
 }
+
+# `enroot load [-n NAME] URI`: import a registry image and create a container from it in one
+# go (Enroot streams it; the test double imports into a temporary file, then creates).
+containers_load() {
+    local name="" uri tmp
+    while (($#)); do
+        case "$1" in
+            -n | --name) (($# >= 2)) || fail "Option $1 needs a value"; name="$2"; shift ;;
+            --name=*) name="${1#*=}" ;;
+            -*) fail "Unknown option for enroot load: '$1' (usage: enroot load [-n NAME] URI)" ;;
+            *) break ;;
+        esac
+        shift
+    done
+    (($# == 1)) || fail "enroot load needs exactly one URI (usage: enroot load [-n NAME] docker://IMAGE)"
+    uri="$1"
+    if [[ -z $name ]]; then
+        name="${uri#*://}"
+        name="${name#*@}"
+        name="${name//[\/:#]/+}"
+    fi
+    check_name "$name"
+    [[ ! -e $ENROOT_DATA_PATH/$name ]] || fail "Container already exists: $name (in $ENROOT_DATA_PATH)"
+    mkdir -p -- "$ENROOT_TEMP_PATH" || fail "Cannot create ENROOT_TEMP_PATH $ENROOT_TEMP_PATH"
+    tmp="$ENROOT_TEMP_PATH/.load.$name.$$.sqsh"
+    # shellcheck source=import.sh
+    source "$ENROOT_TEST_LIBEXEC/import.sh"
+    (import_main -o "$tmp" "$uri") >/dev/null || exit 1
+    (containers_create -n "$name" "$tmp") || { rm -f -- "$tmp"; exit 1; }
+    rm -f -- "$tmp"
+}

@@ -22,13 +22,15 @@ mount_fstab_line() {
 # mount_entry ROOTFS SRC DST TYPE OPTS ORIGIN
 mount_entry() {
     local rootfs="$1" src="$2" dst="$3" type="$4" opts="$5" origin="$6"
-    local create="" detach=0 move=0 bind=0 rec=0 kept=() given=() opt out
+    local create="" detach=0 move=0 bind=0 rec=0 nofail=0 kept=() given=() opt out
     IFS=, read -ra given <<<"$opts"
     for opt in ${given[@]+"${given[@]}"}; do
         case "$opt" in
             x-create=dir | x-create=file | x-create=auto) create="${opt#x-create=}" ;;
             x-create=*) fail "Bad option '$opt' in mount entry '$src $dst' ($origin): use x-create=dir, file or auto" ;;
             x-detach) detach=1 ;;
+            nofail) nofail=1 ;;   # as Enroot: a missing source skips the entry
+            silent | loud) ;;
             x-move) move=1 ;;
             x-*) ;;
             bind) bind=1 ;;
@@ -48,6 +50,7 @@ mount_entry() {
         return 0
     fi
     if ((bind || move)) && [[ ! -e $src ]]; then
+        ((nofail)) && return 0
         fail "Mount source does not exist: $src (mount on $dst, $origin): create it or fix the path"
     fi
     if [[ $create == auto ]]; then

@@ -7,6 +7,8 @@
 # ENROOT_ROOTFS, ENROOT_PID, ENROOT_ENVIRON and ENROOT_MOUNTS are set by the caller.
 # Exit 3: a hook failed (already reported); any other failure: the conf file broke.
 set -euo pipefail
+# shellcheck source=settings.sh
+source "${BASH_SOURCE[0]%/*}/settings.sh"
 # shellcheck source=environ.sh
 source "${BASH_SOURCE[0]%/*}/environ.sh"
 conf="$1" scratch="$2"
@@ -34,6 +36,12 @@ if [[ -n $conf ]]; then
 fi
 if (($#)); then printf '%s\n' "$@" >>"$ENROOT_ENVIRON"; fi
 format_environ "$ENROOT_ENVIRON"   # as Enroot does, in case hooks rely on it
+
+# As Enroot hands them to hooks: a boolean setting is "y" when on and empty when off.
+for key in ENROOT_MOUNT_HOME ENROOT_REMAP_ROOT ENROOT_ROOTFS_WRITABLE ENROOT_RESTRICT_DEV \
+           ENROOT_ALLOW_SUPERUSER ENROOT_NATIVE_OVERLAYFS; do
+    if [[ -n ${!key-} ]] && is_true "${!key}"; then export "$key=y"; else export "$key="; fi
+done
 
 for hook in "$ENROOT_SYSCONF_PATH"/hooks.d/*.sh "$ENROOT_CONFIG_PATH"/hooks.d/*.sh; do
     [[ -f $hook && -x $hook ]] || continue

@@ -61,7 +61,12 @@ mount_rootfs() {
         return 0
     fi
     sys_mounts tmpfs "$S" mkdir "$R" mkdir "$S/lower" mkdir "$S/upper" mkdir "$S/work"
-    start_fuse "$S/lower" "$S/squashfuse.log" squashfuse -f "$ENROOT_TEST_SOURCE" "$S/lower"
+    # As Enroot: every file of the image appears owned by the user (root when remapped),
+    # so mount targets and a writable root filesystem work without real root.
+    local gid=0 key value
+    while read -r key value _; do [[ $key == Gid: ]] && { gid=$value; break; }; done </proc/self/status
+    start_fuse "$S/lower" "$S/squashfuse.log" squashfuse -f -o "uid=$EUID,gid=$gid" \
+        "$ENROOT_TEST_SOURCE" "$S/lower"
     if is_true "$ENROOT_NATIVE_OVERLAYFS"; then
         sys_mounts overlay "$S/lower" "$S/upper" "$S/work" "$R" "${host_dirs[@]}" || rc=$?
         ((rc == 2)) || return "$rc"   # 2: the kernel refused overlayfs here
@@ -123,10 +128,7 @@ for f in "$ENROOT_SYSCONF_PATH"/mounts.d/*.fstab "$ENROOT_CONFIG_PATH"/mounts.d/
     mount_fstab_file "$f" "$f" 1
 done
 build_base_environ "$S/environ"
-if is_true "$ENROOT_MOUNT_HOME"; then
-    mount_entry "$R" "$HOME" "$HOME" none "x-create=dir,rbind" "ENROOT_MOUNT_HOME"
-    printf 'HOME=%s\n' "$HOME" >>"$S/environ"
-fi
+# ENROOT_MOUNT_HOME is the business of Enroot's hooks.d/10-home.sh, as in Enroot.
 cli_environ_lines cli_env ${opt_env[@]+"${opt_env[@]}"}
 run_conf_and_hooks
 mount_fstab_file "$S/mounts" "a mount queued by a hook" 0

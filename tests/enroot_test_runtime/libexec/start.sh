@@ -77,6 +77,9 @@ start_main() {
         [[ $m == ?*:?* && $m != *[[:space:]]* ]] ||
             fail "Bad --mount '$m': use SRC:DST[:TYPE[:OPTS]] without spaces, e.g. /data:/data:none:ro"
     done
+    # As Enroot, the command line's choices are settings the hooks see.
+    if ((opt_root)); then export ENROOT_REMAP_ROOT=y; fi
+    if ((opt_rw)); then export ENROOT_ROOTFS_WRITABLE=y; fi
     resolve_target "$opt_target"
     if [[ $ENROOT_TEST_KIND == image ]] && ! [[ -r /dev/fuse && -w /dev/fuse ]]; then
         fail "/dev/fuse is not usable by uid $EUID (starting from a squashfs needs FUSE): make /dev/fuse mode 0666, or extract with 'enroot create' and start the name"
