@@ -284,7 +284,7 @@ def _unshare_str(mask: int) -> str | None:
     if mask == 0:
         return None
     buf = ffi.new("char[32]")
-    return ffi.string(lib.sq_unshare_str(mask, buf, 32)).decode()
+    return str(ffi.string(lib.sq_unshare_str(mask, buf, 32)).decode())
 
 
 def _tri(v: int) -> bool | None:
