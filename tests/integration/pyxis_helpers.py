@@ -18,7 +18,6 @@ from .images import IMAGE_DIR, MKIMAGE, SCRIPT, build_image
 NODE = "node1"
 HOME = "/fsx/home/squall"
 ENROOT = "/opt/enroot-test-runtime/bin/enroot"
-PLUGIN = "/usr/local/lib/squall/spank_squall.so"
 PLUGSTACK = "/etc/slurm/plugstack.conf"
 
 
@@ -53,8 +52,8 @@ def plugstack_args(cluster: Cluster, args: str, nodes: tuple[str, ...] = (NODE,)
     """Replace the arguments of the plugin's plugstack.conf line on ``nodes`` (e.g. with a
     Pyxis site's arguments), restoring the file afterwards."""
     backup = f"/root/plugstack-{time.time_ns()}.bak"
-    line = f"required {PLUGIN} {args}".rstrip()
     for node in nodes:
+        line = f"required {plugin_path(cluster, node)} {args}".rstrip()
         cluster.run(f"cp -p {PLUGSTACK} {backup} && "
                     f"sed -i '/spank_squall.so/c\\{line}' {PLUGSTACK}", node=node, user="root")
     try:
@@ -64,10 +63,20 @@ def plugstack_args(cluster: Cluster, args: str, nodes: tuple[str, ...] = (NODE,)
             cluster.run(f"cp -p {backup} {PLUGSTACK} && rm -f {backup}", node=node, user="root")
 
 
+def _plugin_line(cluster: Cluster, node: str) -> list[str]:
+    res = cluster.run(f"grep -m1 '^required .*spank_squall.so' {PLUGSTACK}", node=node,
+                      user="root")
+    return res.out.split()
+
+
+def plugin_path(cluster: Cluster, node: str = NODE) -> str:
+    """Where the node's package installed the plugin (Slurm's PluginDir), as its line says."""
+    return _plugin_line(cluster, node)[1]
+
+
 def current_args(cluster: Cluster, node: str = NODE) -> str:
     """The plugin's arguments in the node's plugstack.conf, as the image wrote them."""
-    line = cluster.run(f"grep spank_squall.so {PLUGSTACK}", node=node, user="root").out.strip()
-    return line.split(PLUGIN, 1)[1].strip()
+    return " ".join(_plugin_line(cluster, node)[2:])
 
 
 # An image as `enroot import` leaves it, without the test images' comfort: no world-writable
