@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
+import test_enroot_test_runtime as rt
 
-from test_enroot_test_runtime import (  # noqa: F401  (fixtures)
-    ENROOT, base_tree, env, image, prerequisites, wait_until_clean)
+# The runtime tests' fixtures, registered in this module by name.
+prerequisites, base_tree, env, image = rt.prerequisites, rt.base_tree, rt.env, rt.image
+ENROOT, wait_until_clean = rt.ENROOT, rt.wait_until_clean
 
 
 def children(pid: int) -> list[int]:
