@@ -5,16 +5,18 @@
  *
  * start: `enroot start [--rw] [--root] [--conf FILE] [--rc FILE] TARGET
  *        sh -c 'kill -STOP $$; exit 0'`
- *        as the job user; when that shell has stopped itself the container is fully set
- *        up. It is then held by a pidfd and by descriptors on its user, mount and cgroup
+ *        as the job user, under squall-keeper (keeper.h: outside slurmstepd's process
+ *        tree, job signals ignored); when that shell has stopped itself the container is
+ *        fully set up. It is then held by a pidfd and by descriptors on its user, mount and cgroup
  *        namespaces, its root and its working directory, and its environment is read.
  * join:  in each task before exec: setns user, mount, cgroup; chroot to the held root;
  *        chdir to the workdir (or the container's own working directory).
  * attach: hold a container another step started and still runs (a named container's
  *        first process, found through running.h), by its PID and start time: the same
  *        descriptors as after a start, but not owned.
- * stop:  owned: SIGCONT lets the shell exit 0 so the runtime tears down its mounts;
- *        SIGKILL if it does not go within the grace time; the process is reaped.
+ * stop:  owned: the keeper lets the shell exit 0 (SIGCONT) so the runtime tears down its
+ *        mounts, SIGKILLs it if it does not go within the grace time, and ends whatever
+ *        the runtime left in its session.
  *        attached: the descriptors are closed; the owner's step decides its end.
  */
 #ifndef SQUALL_PLUGIN_CONTAINER_H
@@ -23,6 +25,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "keeper.h"
 #include "runcmd.h"
 
 struct sq_container {
@@ -38,9 +41,12 @@ struct sq_container {
 	char *environ;          /* /proc/PID/environ block, NUL-separated */
 	size_t environ_len;
 	struct sq_child child;  /* the runtime's captured output */
+	struct sq_keeper keeper;  /* owned: the process that holds the runtime (keeper.h) */
+	uid_t uid;              /* owned: the job user */
 };
 
 struct sq_start_request {
+	const char *keeper;     /* squall-keeper, which runs the runtime (keeper.h) */
 	const char *enroot;     /* runtime executable */
 	const char *conf_path;  /* NULL: no --conf */
 	const char *rc_path;    /* NULL: no --rc (the image's /etc/rc runs) */

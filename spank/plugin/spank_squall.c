@@ -35,6 +35,7 @@
 #include "efa.h"
 #include "env.h"
 #include "image.h"
+#include "keeper.h"
 #include "mounts.h"
 #include "mounts_exist.h"
 #include "named.h"
@@ -56,6 +57,8 @@ SPANK_PLUGIN(squall, 1);
  * (e.g. a wrapper around enroot that does not exec it); hooks may be slow, so be
  * generous. */
 #define SQ_START_TIMEOUT_S 300
+/* Holds the runtime outside slurmstepd's process tree (keeper.h). */
+#define SQ_KEEPER SQ_LIBEXEC_DIR "/squall-keeper"
 
 static struct sq_config cfg;
 static int cfg_ready;
@@ -434,6 +437,11 @@ static void user_init_steps(spank_t sp)
 			return fail(err);
 		}
 	}
+	if (access(SQ_KEEPER, X_OK) < 0) {
+		snprintf(err, sizeof(err), "%s is not executable on this node (%s): reinstall "
+			 "squall (make -C spank install)", SQ_KEEPER, strerror(errno));
+		return fail(err);
+	}
 	if (access(cfg.enroot, X_OK) < 0) {
 		snprintf(err, sizeof(err), "container runtime not found: %s is not executable on "
 			 "this node (%s): install Enroot or fix enroot= in plugstack.conf",
@@ -534,13 +542,18 @@ static void user_init_steps(spank_t sp)
 	sq_phase_end("prepare");
 
 	/* 4. start */
-	req = (struct sq_start_request){ cfg.enroot, st.conf_path,
+	req = (struct sq_start_request){ SQ_KEEPER, cfg.enroot, st.conf_path,
 					 st.rc_path[0] ? st.rc_path : NULL, st.target,
 					 sq_args.writable, sq_args.remap_root, st.runtime_env,
 					 &cred_user, SQ_START_TIMEOUT_S };
 	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0) {
 		fail(err);
-	} else if (sq_args.name != NULL &&
+	} else if (sq_keeper_record(st.runtime_dir, st.jobid, st.stepid, &st.ctr.keeper, err,
+				    sizeof(err)) < 0) {
+		/* Only the job epilog's safety net needs it: say so, go on. */
+		slurm_info("squall: %s", err);
+	}
+	if (st.ctr.owned && sq_args.name != NULL &&
 		   sq_running_record(st.runtime_dir, st.target, st.ctr.pid, st.ctr.starttime,
 				     err, sizeof(err)) < 0) {
 		/* Later steps start their own instance instead of joining: say so. */
@@ -640,9 +653,13 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 /* Stop the step's container; a named one this step started is no longer there to join. */
 static void stop_container(void)
 {
-	if (st.ctr.owned && sq_args.name != NULL && st.target != NULL)
+	int owned = st.ctr.owned;
+
+	if (owned && sq_args.name != NULL && st.target != NULL)
 		sq_running_forget(st.runtime_dir, st.target, st.ctr.pid);
 	sq_container_stop(&st.ctr);
+	if (owned)
+		sq_keeper_forget(st.runtime_dir, st.jobid, st.stepid);
 }
 
 /* --container-save, once per step: on node 0, when its last task has exited. Done here
@@ -715,6 +732,20 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* A container whose step could not stop it (slurmstepd killed, and its keeper with it)
+ * is ended here, from the records its steps left (keeper.h). */
+static void epilog_end_containers(uint32_t jobid, uid_t uid)
+{
+	char dir[PATH_MAX];
+	int n;
+
+	snprintf(dir, sizeof(dir), "%s/%u", cfg.runtime_path, (unsigned)uid);
+	n = sq_keeper_sweep_job(dir, jobid, uid);
+	if (n > 0)
+		slurm_info("squall: job %u: ended %d container(s) its steps left running",
+			   (unsigned)jobid, n);
+}
+
 /* slurmd, as root, after the job: remove the job's named containers (scope=job). Only
  * nodes where a step left the marker run the runtime at all. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
@@ -735,13 +766,14 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		}
 		cfg_ready = 1;
 	}
-	if (cfg.container_scope != SQ_SCOPE_JOB)
-		return 0;
 	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
 		slurm_error("squall: job epilog: no job id or user id from Slurm");
 		return 0;
 	}
+	epilog_end_containers(jobid, uid);
+	if (cfg.container_scope != SQ_SCOPE_JOB)
+		return 0;
 	snprintf(marker, sizeof(marker), "%s/%u/job%u.names", cfg.runtime_path, (unsigned)uid,
 		 (unsigned)jobid);
 	if (access(marker, F_OK) < 0)
