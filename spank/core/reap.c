@@ -54,25 +54,42 @@ int sq_procstat_ids(const char *text, size_t len, long *ppid, long *pgrp, long *
 	return 0;
 }
 
+int sq_proc_owned_by(long pid, long uid)
+{
+	char path[64], buf[4096], *line;
+	ssize_t n;
+	long real;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	line = strstr(buf, "\nUid:");
+	return line != NULL && sscanf(line + 5, "%ld", &real) == 1 && real == uid;
+}
+
 /* The session id of pid when it belongs to uid and has not exited; -1 otherwise (gone,
  * a zombie, another user). */
 static long session_of(long pid, long uid)
 {
 	char path[64], buf[1024], state;
-	struct stat st;
 	long ppid, pgrp, sid;
 	unsigned long long start;
 	ssize_t n;
 	int fd;
 
+	if (!sq_proc_owned_by(pid, uid))
+		return -1;
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) < 0 || (long)st.st_uid != uid) {
-		close(fd);
-		return -1;
-	}
 	n = read(fd, buf, sizeof(buf));
 	close(fd);
 	if (n <= 0 || sq_procstat_ids(buf, (size_t)n, &ppid, &pgrp, &sid) < 0 ||
@@ -97,14 +114,9 @@ int sq_mntns_of(long pid, unsigned long long *dev, unsigned long long *ino)
 /* 1 when pid belongs to uid and its mount namespace is (dev, ino). */
 static int in_mntns(long pid, long uid, unsigned long long dev, unsigned long long ino)
 {
-	char path[64];
-	struct stat st;
 	unsigned long long d, i;
 
-	snprintf(path, sizeof(path), "/proc/%ld", pid);
-	if (stat(path, &st) < 0 || (long)st.st_uid != uid)
-		return 0;
-	return sq_mntns_of(pid, &d, &i) == 0 && d == dev && i == ino;
+	return sq_proc_owned_by(pid, uid) && sq_mntns_of(pid, &d, &i) == 0 && d == dev && i == ino;
 }
 
 /* SIGKILL every process of /proc for which match(pid) holds; count, or -1. */
@@ -158,4 +170,35 @@ int sq_reap_mntns(unsigned long long dev, unsigned long long ino, long uid, long
 	struct mntns_arg a = { dev, ino, uid };
 
 	return reap_where(match_mntns, &a, except);
+}
+
+int sq_session_mntns(long sid, long uid, unsigned long long *devs, unsigned long long *inos,
+		     int max)
+{
+	unsigned long long own_dev = 0, own_ino = 0;
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	if (sid <= 0 || max <= 0 || (d = opendir("/proc")) == NULL)
+		return 0;
+	sq_mntns_of((long)getpid(), &own_dev, &own_ino);
+	while ((e = readdir(d)) != NULL && n < max) {
+		unsigned long long dev, ino;
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		int seen = 0;
+
+		if (*end != '\0' || pid <= 0 || session_of(pid, uid) != sid ||
+		    sq_mntns_of(pid, &dev, &ino) < 0 || (dev == own_dev && ino == own_ino))
+			continue;
+		for (int i = 0; i < n; i++)
+			seen |= devs[i] == dev && inos[i] == ino;
+		if (!seen) {
+			devs[n] = dev;
+			inos[n++] = ino;
+		}
+	}
+	closedir(d);
+	return n;
 }

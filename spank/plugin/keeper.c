@@ -254,11 +254,10 @@ void sq_keeper_forget(const char *dir, uint32_t jobid, uint32_t stepid)
 static int sweep_record(const char *path, uid_t uid)
 {
 	char buf[128], state;
-	unsigned long long recorded, start;
+	unsigned long long recorded, start, devs[4], inos[4];
 	long pid;
 	ssize_t n;
-	int fd, ran = 0, pidfd;
-	struct stat st;
+	int fd, ran = 0, pidfd, nns = 0;
 
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -269,10 +268,11 @@ static int sweep_record(const char *path, uid_t uid)
 		return 0;
 	pidfd = sq_pidfd_open((pid_t)pid);
 	if (pidfd >= 0) {
-		char proc[64];
-		snprintf(proc, sizeof(proc), "/proc/%ld", pid);
 		if (sq_procstat_read(pid, &state, &start) == 0 && start == recorded &&
-		    stat(proc, &st) == 0 && st.st_uid == uid) {
+		    sq_proc_owned_by(pid, (long)uid)) {
+			/* The container's mount namespaces, while its runtime still holds them
+			 * (it ends as soon as the keeper does). */
+			nns = sq_session_mntns(pid, (long)uid, devs, inos, 4);
 			sq_pidfd_signal(pidfd, SIGKILL);
 			sq_pidfd_wait_exit(pidfd, 2000);
 			ran = 1;
@@ -283,9 +283,14 @@ static int sweep_record(const char *path, uid_t uid)
 		}
 		close(pidfd);
 	}
-	/* The session id stays allocated while a member lives: what has it is the container's. */
+	/* The session id stays allocated while a member lives: what has it is the container's,
+	 * and so is what runs in the container's mount namespaces (tasks of a dead step). */
+	if (nns == 0)
+		nns = sq_session_mntns(pid, (long)uid, devs, inos, 4);
 	for (int round = 0; round < 100; round++) {
 		int k = sq_reap_session(pid, (long)uid, -1);
+		for (int i = 0; i < nns; i++)
+			k += sq_reap_mntns(devs[i], inos[i], (long)uid, -1);
 		if (k <= 0)
 			break;
 		ran = 1;

@@ -216,14 +216,15 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 				_exit(127);
 		close_from(3 + npass);
 		reset_signals();
-		if (setsid() < 0)
-			child_fail("cannot start a new session for", path);
 		become_user(cred);
 		pid = fork();
 		if (pid < 0)
 			child_fail("cannot fork to run", path);
 		if (pid > 0)
 			_exit(0);
+		/* Not a group leader (its parent leads the group): the session's id is its PID. */
+		if (setsid() < 0)
+			child_fail("cannot start a new session for", path);
 		execve(path, argv, envp);
 		child_fail("cannot execute", path);
 	}

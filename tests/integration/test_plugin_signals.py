@@ -159,23 +159,45 @@ def test_nothing_left_after_the_signal_cases(cluster: Cluster, outcomes) -> None
         assert wait_clean(cluster, node=node) == "", node
 
 
-def test_slurmstepd_killed_under_a_running_container_leaves_nothing(
-        cluster: Cluster, proctrack: str, image: str) -> None:
-    """A crashed slurmstepd (SIGKILL) cannot stop its container: something else must."""
-    node = "node2"
-    name = f"stepd-kill-{proctrack}"
+def start_container_step(cluster: Cluster, node: str, name: str, image: str) -> tuple[str, str]:
+    """`srun --container-image=IMG sleep 300` on node, running: (job id, slurmstepd PID)."""
     cluster.run(f"setsid srun -N1 -w {node} -J {name} --container-image={image} sleep 300"
                 " </dev/null >/dev/null 2>&1 &")
     jobid = wait_for(cluster, f"squeue -h -n {name} -o %i", f"job {name} queued")
+    wait_for(cluster, "pgrep -u squall -x sleep", "the container step started", 60,
+             node=node, user="root")
+    assert "squashfuse" in cluster.run("pgrep -a -u squall", node=node, user="root").out
+    stepd = wait_for(cluster, f"pgrep -f 'slurmstepd: \\[{jobid}\\.0\\]'",
+                     "slurmstepd of the step", 10, node=node, user="root")
+    return jobid, stepd
+
+
+def test_slurmstepd_killed_under_a_running_container_leaves_nothing(
+        cluster: Cluster, proctrack: str, image: str) -> None:
+    """A crashed slurmstepd (SIGKILL) cannot stop its container: its keeper does."""
+    node = "node2"
+    jobid, stepd = start_container_step(cluster, node, f"stepd-kill-{proctrack}", image)
     try:
-        wait_for(cluster, "pgrep -u squall -x sleep", "the container step started", 60,
-                 node=node, user="root")
-        assert "squashfuse" in cluster.run("pgrep -a -u squall", node=node, user="root").out
-        stepd = wait_for(cluster, f"pgrep -f 'slurmstepd: \\[{jobid}\\.0\\]'",
-                         "slurmstepd of the step", 10, node=node, user="root")
         cluster.run(f"kill -KILL {stepd}", node=node, user="root")
         assert wait_clean(cluster, node=node, timeout=30) == "", \
             "the container outlived its killed slurmstepd"
+    finally:
+        cluster.run(f"scancel {jobid}", check=False)
+    cluster.wait_job(jobid, {"CANCELLED", "COMPLETED", "FAILED"}, timeout=120)
+    assert wait_clean(cluster, node=node) == "", leftovers(cluster, node=node)
+
+
+def test_job_epilog_ends_a_container_whose_step_and_keeper_are_gone(
+        cluster: Cluster, proctrack: str, image: str) -> None:
+    """slurmstepd killed while the keeper is stopped: only the job epilog is left to end
+    the runtime and the step's orphaned task in the container."""
+    node = "node3"
+    jobid, stepd = start_container_step(cluster, node, f"epilog-{proctrack}", image)
+    try:
+        cluster.run(f"pkill -STOP -u squall -x squall-keeper && kill -KILL {stepd}", node=node,
+                    user="root")
+        time.sleep(2)
+        assert "squashfuse" in leftovers(cluster, node=node)
     finally:
         cluster.run(f"scancel {jobid}", check=False)
     cluster.wait_job(jobid, {"CANCELLED", "COMPLETED", "FAILED"}, timeout=120)

@@ -76,6 +76,12 @@ def test_reap_session_kills_the_session_and_nothing_else():
             p.wait()
 
 
+def test_owner_is_the_real_uid():
+    assert lib.sq_proc_owned_by(os.getpid(), os.getuid()) == 1
+    assert lib.sq_proc_owned_by(os.getpid(), os.getuid() + 1) == 0
+    assert lib.sq_proc_owned_by(2**22 + 5, os.getuid()) == 0
+
+
 def test_reap_session_spares_other_users_processes():
     leader = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
@@ -100,6 +106,9 @@ def test_reap_mntns_kills_what_runs_in_that_namespace():
                 break
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        devs, inos = ffi.new("unsigned long long[4]"), ffi.new("unsigned long long[4]")
+        assert lib.sq_session_mntns(os.getsid(inside.pid), os.getuid(), devs, inos, 4) == 1
+        assert (devs[0], inos[0]) == (dev[0], ino[0])   # the caller's own is left out
         assert lib.sq_reap_mntns(dev[0], ino[0], os.getuid(), -1) >= 1
         inside.wait(timeout=5)
         assert inside.returncode == -signal.SIGKILL
