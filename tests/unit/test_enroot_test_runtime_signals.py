@@ -49,14 +49,19 @@ class Stopped:
              "kill -STOP $$; cat /etc/os-release && echo read-ok"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True)
-        _, status = os.waitpid(self.proc.pid, os.WUNTRACED)
-        assert os.WIFSTOPPED(status), self.proc.stderr.read()
-        shims = [c for c in children(self.proc.pid) if cmdline(c)[:1] == ["fuse-shim"]]
-        assert len(shims) == 1, [cmdline(c) for c in children(self.proc.pid)]
-        self.shim = shims[0]
-        fuse = [c for c in children(self.shim) if Path(cmdline(c)[0]).name == "squashfuse"]
-        assert len(fuse) == 1, [cmdline(c) for c in children(self.shim)]
-        self.squashfuse = fuse[0]
+        try:
+            _, status = os.waitpid(self.proc.pid, os.WUNTRACED)
+            assert os.WIFSTOPPED(status), self.proc.stderr.read()
+            shims = [c for c in children(self.proc.pid) if cmdline(c)[:1] == ["fuse-shim"]]
+            assert len(shims) == 1, [cmdline(c) for c in children(self.proc.pid)]
+            self.shim = shims[0]
+            fuse = [c for c in children(self.shim)
+                    if Path(cmdline(c)[0]).name == "squashfuse"]
+            assert len(fuse) == 1, [cmdline(c) for c in children(self.shim)]
+            self.squashfuse = fuse[0]
+        except BaseException:
+            self.kill()   # the group's orphaning ends the rest
+            raise
 
     def resume(self) -> tuple[str, str]:
         """SIGCONT the main process: its command reads a file of the image."""
