@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.integration.cluster import Cluster  # noqa: E402
-from tests.integration.images import IMAGE_DIR, build_image  # noqa: E402
+from tests.integration.images import IMAGE_DIR, IMAGE_ENV, build_image  # noqa: E402
 
 NODE = "node1"
 TREE = "/data/tree"          # inside the small-file image
@@ -60,7 +60,7 @@ def small_files_image(cluster: Cluster) -> str:
     path = f"{IMAGE_DIR}/bench-smallfiles.sqsh"
     if cluster.run(f"unsquashfs -s {path} >/dev/null 2>&1", user="root", check=False).rc == 0:
         return path
-    base = build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest")
+    base = build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
     cluster.put("/fsx/images/squall-test/mktree.py", MKTREE)
     script = (f"set -e; t=$(mktemp -d /tmp/sf.XXXXXX); unsquashfs -q -d $t/root {base} >/dev/null;"
               " cp -L /usr/bin/tar $t/root/usr/bin/tar;"

@@ -298,6 +298,7 @@ class StepOptions:
     efa: str | None = None
     nccl_debug: str | None = None
     log: str | None = None
+    reuse: bool | None = None
 
 
 def resolve_step_options(
@@ -331,7 +332,7 @@ def resolve_step_options(
             remap_root=_tri(opts.remap_root), entrypoint=_tri(opts.entrypoint),
             entrypoint_log=_tri(opts.entrypoint_log), writable=_tri(opts.writable),
             env=_str(opts.env), efa=_EFA[opts.efa], nccl_debug=_str(opts.nccl_debug),
-            log=_LOG[opts.log],
+            log=_LOG[opts.log], reuse=_tri(opts.reuse),
         )
     finally:
         lib.sq_opts_free(opts)
@@ -353,6 +354,7 @@ class PlugstackConfig:
     efa_opt_root: str
     sbatch_support: bool
     log: str
+    container_reuse: bool
 
 
 def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
@@ -373,6 +375,7 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
             efa_dev_root=_str(cfg.efa_dev_root) or "",
             efa_opt_root=_str(cfg.efa_opt_root) or "",
             sbatch_support=bool(cfg.sbatch_support), log=_LOG[cfg.log] or "",
+            container_reuse=bool(cfg.container_reuse),
         )
     finally:
         lib.sq_config_free(cfg)

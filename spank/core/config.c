@@ -35,6 +35,7 @@ static const struct key keys[] = {
 	{ "efa_opt_root", K_PATH, "/opt/amazon", F(efa_opt_root) },
 	{ "sbatch_support", K_BOOL, "1", F(sbatch_support) },
 	{ "log", K_LOG, "quiet", F(log) },
+	{ "container_reuse", K_BOOL, "1", F(container_reuse) },
 };
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -128,7 +129,8 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 		if (k == NKEYS) {
 			sq_errf(err, errlen, WHAT ": unknown argument '%s' (known: runtime_path, enroot, "
 				"sqshbuild, image_cache, container_scope, execute_entrypoint, efa, "
-				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log)", show);
+				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log, "
+				"container_reuse)", show);
 			goto fail;
 		}
 		if (given[k]) {

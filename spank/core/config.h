@@ -14,6 +14,7 @@
  *   efa_opt_root        /opt/amazon                 absolute
  *   sbatch_support      1                           0 | 1 (run batch scripts in the container)
  *   log                 quiet                       quiet | verbose (default of --container-log)
+ *   container_reuse     1                           0 | 1 (default of --[no-]container-reuse)
  *
  * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
  * an error naming the argument: the plugin then refuses to load.
@@ -43,6 +44,7 @@ struct sq_config {
 	char *efa_opt_root;
 	int sbatch_support;      /* 0 | 1 */
 	int log;                 /* enum sq_log_setting (options.h), never UNSET */
+	int container_reuse;     /* 0 | 1: later steps of a job reuse the node's container */
 };
 
 /* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).

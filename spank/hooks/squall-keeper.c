@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -116,6 +118,13 @@ static int runtime_event(int *status)
 	return 'X';
 }
 
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 static void nap_ms(long ms)
 {
 	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
@@ -165,15 +174,144 @@ static void teardown(int stepd_gone)
 	_exit(0);
 }
 
+/* One step using the container: its connection and the mount namespace of its layer. */
+struct client {
+	int fd;
+	int waiting;            /* asked to attach before the runtime was ready */
+	int has_layer;
+	unsigned long long dev, ino;
+};
+
+#define MAX_CLIENTS 256
+static struct client clients[MAX_CLIENTS];
+static int nclients;
+static int listen_fd = -1;
+static const char *listen_path;
+
+static void attach_reply(struct client *c)
+{
+	char text[96];
+	int own[2];
+
+	own[0] = sq_pidfd_open(getpid());
+	own[1] = sq_pidfd_open(runtime);
+	snprintf(text, sizeof(text), KEEPER_MSG_ATTACHED " %d %d", (int)getpid(), (int)runtime);
+	say(c->fd, text, own, (own[0] >= 0 && own[1] >= 0) ? 2 : 0);
+	if (own[0] >= 0)
+		close(own[0]);
+	if (own[1] >= 0)
+		close(own[1]);
+	c->waiting = 0;
+}
+
+/* The step is gone without saying goodbye: its tasks are orphans in its layer. */
+static void drop_client(int i, int orphaned)
+{
+	if (orphaned && clients[i].has_layer)
+		sq_reap_mntns(clients[i].dev, clients[i].ino, (long)getuid(), -1);
+	close(clients[i].fd);
+	clients[i] = clients[--nclients];
+}
+
+static void end_all(int stepd_gone)
+{
+	for (int i = nclients - 1; i >= 0; i--)
+		drop_client(i, 1);
+	if (listen_path != NULL)
+		unlink(listen_path);
+	teardown(stepd_gone);
+}
+
+static void accept_client(void)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	/* Only the job user (and root) may use the container. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+	    (cred.uid != getuid() && cred.uid != 0) || nclients == MAX_CLIENTS) {
+		close(fd);
+		return;
+	}
+	clients[nclients++] = (struct client){ fd, 0, 0, 0, 0 };
+}
+
+/* A message (or the end) from client i. Returns 1 when the container must end. */
+static int client_says(int i, int stopped, int job, int stepd)
+{
+	char buf[128];
+	ssize_t n = recv(clients[i].fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+
+	if (n < 0)
+		return 0;                 /* EAGAIN, EINTR: nothing yet */
+	if (n == 0) {
+		if (!job) {
+			/* Closed without a word: slurmstepd is going (its files close before
+			 * its pidfd says so), or the plugin failed. */
+			struct pollfd p = { stepd, POLLIN, 0 };
+			end_all(stepd >= 0 && poll(&p, 1, 2000) > 0);
+		}
+		drop_client(i, 1);
+		return 0;
+	}
+	buf[n] = '\0';
+	if (strcmp(buf, KEEPER_MSG_STOP) == 0)
+		return 1;
+	if (strcmp(buf, KEEPER_MSG_ATTACH) == 0) {
+		if (stopped)
+			attach_reply(&clients[i]);
+		else
+			clients[i].waiting = 1;
+	} else if (strncmp(buf, KEEPER_MSG_LAYER " ", strlen(KEEPER_MSG_LAYER) + 1) == 0) {
+		clients[i].has_layer = sscanf(buf + strlen(KEEPER_MSG_LAYER) + 1, "%llu %llu",
+					      &clients[i].dev, &clients[i].ino) == 2;
+	} else if (strcmp(buf, KEEPER_MSG_BYE) == 0) {
+		drop_client(i, 0);
+	}
+	return 0;
+}
+
+static int listen_on(const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	unlink(path);   /* a dead keeper's; the plugin holds the job's lock for this key */
+	umask(077);
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 64) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int main(int argc, char **argv)
 {
-	struct pollfd fds[3];
+	struct pollfd fds[3 + MAX_CLIENTS];
 	sigset_t chld;
 	char text[96];
-	int own[2], status = 0, stopped = 0;
+	int own[2], status = 0, stopped = 0, job = 0, idle_s = 0, first = 1;
 	int stepd = fcntl(KEEPER_FD_STEPD, F_GETFD) >= 0 ? KEEPER_FD_STEPD : -1;
+	double idle_since = -1;
 
-	if (argc < 2 || fcntl(KEEPER_FD_CONTROL, F_GETFD) < 0) {
+	if (argc >= 4 && strcmp(argv[1], "--job") == 0) {
+		job = 1;
+		listen_path = argv[2];
+		idle_s = atoi(argv[3]);
+		first = 4;
+	}
+	if (argc <= first || fcntl(KEEPER_FD_CONTROL, F_GETFD) < 0) {
 		fprintf(stderr, "squall: " PROG " is started by the squall SPANK plugin, with the "
 			"runtime's command line and its control socket on fd %d\n", KEEPER_FD_CONTROL);
 		return 2;
@@ -189,7 +327,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "squall: " PROG ": signalfd: %s\n", strerror(errno));
 		return 1;
 	}
-	start_runtime(argv + 1);
+	if (job) {
+		/* Kept for the job: the starting step is one user among others. */
+		if (stepd >= 0)
+			close(stepd);
+		stepd = -1;
+		listen_fd = listen_on(listen_path);
+		if (listen_fd < 0) {
+			fprintf(stderr, "squall: " PROG " cannot listen on %s: %s\n", listen_path,
+				strerror(errno));
+			return 1;
+		}
+	}
+	clients[nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, 0, 0, 0 };
+	start_runtime(argv + first);
 	if (runtime < 0) {
 		fprintf(stderr, "squall: " PROG " cannot fork the runtime: %s\n", strerror(errno));
 		return 1;
@@ -201,43 +352,53 @@ int main(int argc, char **argv)
 	close(own[0]);
 	close(own[1]);
 
-	fds[0] = (struct pollfd){ KEEPER_FD_CONTROL, POLLIN, 0 };
-	fds[1] = (struct pollfd){ sigfd, POLLIN, 0 };
-	fds[2] = (struct pollfd){ stepd, POLLIN, 0 };
 	for (;;) {
-		int ev;
+		int nfds = 0, wait_ms = -1, ev;
 
-		if (poll(fds, stepd >= 0 ? 3 : 2, -1) < 0) {
+		fds[nfds++] = (struct pollfd){ sigfd, POLLIN, 0 };
+		fds[nfds++] = (struct pollfd){ stepd, POLLIN, 0 };
+		fds[nfds++] = (struct pollfd){ listen_fd, POLLIN, 0 };
+		for (int i = 0; i < nclients; i++)
+			fds[nfds++] = (struct pollfd){ clients[i].fd, POLLIN, 0 };
+		if (job && nclients == 0 && stopped) {
+			if (idle_since < 0)
+				idle_since = now_s();
+			wait_ms = (int)((idle_since + idle_s - now_s()) * 1000);
+			if (wait_ms <= 0)
+				end_all(0);   /* nobody used it for idle_s: the job is done with it */
+		} else {
+			idle_since = -1;
+		}
+		if (poll(fds, (nfds_t)nfds, wait_ms) < 0) {
 			if (errno == EINTR)
 				continue;
-			teardown(0);
+			end_all(0);
 		}
-		if (fds[1].revents) {
+		if (fds[0].revents) {
 			ev = runtime_event(&status);
 			if (ev == 'S' && !stopped) {
 				stopped = 1;
 				have_ns = sq_mntns_of((long)runtime, &ns_dev, &ns_ino) == 0;
 				say(KEEPER_FD_CONTROL, KEEPER_MSG_READY, NULL, 0);
+				for (int i = 0; i < nclients; i++)
+					if (clients[i].waiting)
+						attach_reply(&clients[i]);
 			} else if (ev == 'X') {
 				if (!stopped) {
 					snprintf(text, sizeof(text), KEEPER_MSG_EXITED " %d", status);
 					say(KEEPER_FD_CONTROL, text, NULL, 0);
 				}
-				teardown(0);
+				end_all(0);
 			}
 		}
-		if (stepd >= 0 && fds[2].revents)
-			teardown(1);
-		if (fds[0].revents) {
-			char buf[64];
-			ssize_t n = recv(KEEPER_FD_CONTROL, buf, sizeof(buf), MSG_DONTWAIT);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			if (n > 0)
-				teardown(0);   /* "stop": the step is over */
-			/* Closed without a word: slurmstepd is going (its files close before its
-			 * pidfd says so), or the plugin failed. */
-			teardown(stepd >= 0 && poll(&fds[2], 1, 2000) > 0);
-		}
+		if (stepd >= 0 && fds[1].revents)
+			end_all(1);
+		if (listen_fd >= 0 && fds[2].revents)
+			accept_client();
+		/* Clients from the end: drop_client moves the last one into the slot. */
+		for (int i = nfds - 4; i >= 0; i--)
+			if (i < nclients && fds[3 + i].fd == clients[i].fd && fds[3 + i].revents &&
+			    client_says(i, stopped, job, stepd))
+				end_all(0);
 	}
 }

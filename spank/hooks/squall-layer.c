@@ -4,8 +4,9 @@
  *   squall-layer --pid PID [--renew MAJ:MIN]...
  *
  * Run by the plugin as the job user, with fd 3 the container's user namespace, fd 4 its
- * mount namespace, fd 5 the write end of a pipe ("ready\n" once the layer is built) and
- * fd 6 the read end of another (the plugin closes it once it holds the layer). It joins
+ * mount namespace, fd 5 the write end of a pipe ("ready PID\n" once the layer is built) and
+ * fd 6 the read end of another (the plugin closes it once it holds the layer, whose
+ * mount namespace, root and working directory it finds through /proc/PID). It joins
  * the container's namespaces, makes a mount namespace of its own from a copy of the
  * container's, and there builds the step's root:
  *   - an overlay whose lower layer is the container's root (the image and what the
@@ -350,8 +351,12 @@ int main(int argc, char **argv)
 		die("cannot change to", cwd);
 	free(mounts);
 
-	if (write(FD_READY, "ready\n", 6) != 6)
-		die("cannot tell the plugin", NULL);
+	{
+		char ready[32];
+		int n = snprintf(ready, sizeof(ready), "ready %d\n", (int)getpid());
+		if (write(FD_READY, ready, (size_t)n) != n)
+			die("cannot tell the plugin", NULL);
+	}
 	close(FD_READY);
 	while ((len = read(FD_RELEASE, &byte, 1)) != 0)
 		if (len < 0 && errno != EINTR)

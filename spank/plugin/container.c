@@ -136,6 +136,46 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	return read_environ(c, err, errlen);
 }
 
+int sq_container_hold(struct sq_container *c, pid_t pid, int pidfd, char *err, size_t errlen)
+{
+	c->pid = pid;
+	c->pidfd = pidfd;
+	c->starttime = 0;
+	c->owned = 0;
+	return hold(c, err, errlen);
+}
+
+int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen)
+{
+	char path[64];
+	int mnt, root, cwd;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	mnt = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
+	cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (mnt < 0 || root < 0 || cwd < 0) {
+		snprintf(err, errlen, "cannot hold the step's layer (process %d): %s", (int)pid,
+			 strerror(errno));
+		if (mnt >= 0)
+			close(mnt);
+		if (root >= 0)
+			close(root);
+		if (cwd >= 0)
+			close(cwd);
+		return -1;
+	}
+	close_fd(&c->ns_mnt);
+	close_fd(&c->root_fd);
+	close_fd(&c->cwd_fd);
+	c->ns_mnt = mnt;
+	c->root_fd = root;
+	c->cwd_fd = cwd;
+	return 0;
+}
+
 int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 		       char *err, size_t errlen)
 {
@@ -165,8 +205,8 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 	argv[n] = NULL;
 
 	c->uid = r->cred->uid;
-	if (sq_keeper_start(&c->keeper, r->keeper, (char *const *)argv, r->envp, r->cred,
-			    &c->child, r->timeout_s, &c->pid, &c->pidfd, err, errlen) < 0)
+	if (sq_keeper_start(&c->keeper, r->keeper, r->keeper_args, (char *const *)argv, r->envp,
+			    r->cred, &c->child, r->timeout_s, &c->pid, &c->pidfd, err, errlen) < 0)
 		return -1;
 	c->owned = 1;
 	if (hold(c, err, errlen) < 0)
@@ -239,7 +279,9 @@ void sq_container_stop(struct sq_container *c)
 {
 	/* Attached (or never started): another step owns the process. Owned: its keeper
 	 * ends it (keeper.h). */
-	if (c->owned)
+	if (c->kept)
+		sq_keeper_leave(&c->keeper);   /* the job's container lives on (kept.h) */
+	else if (c->owned)
 		sq_keeper_stop(&c->keeper, c->uid);
 	close_fd(&c->pidfd);
 	close_fd(&c->ns_user);
@@ -254,4 +296,5 @@ void sq_container_stop(struct sq_container *c)
 	c->pid = -1;
 	c->starttime = 0;
 	c->owned = 0;
+	c->kept = 0;
 }

@@ -43,6 +43,7 @@ struct sq_container {
 	struct sq_child child;  /* the runtime's captured output */
 	struct sq_keeper keeper;  /* owned: the process that holds the runtime (keeper.h) */
 	uid_t uid;              /* owned: the job user */
+	int kept;               /* the job's kept container (kept.h): "bye" at step end */
 };
 
 struct sq_start_request {
@@ -56,6 +57,7 @@ struct sq_start_request {
 	char *const *envp;      /* the runtime's environment */
 	const struct sq_cred *cred;
 	int timeout_s;          /* give up when the shell has not stopped by then (0: never) */
+	const char *const *keeper_args;  /* NULL, or the keeper's own (kept.h: --job ...) */
 };
 
 void sq_container_init(struct sq_container *c);
@@ -67,6 +69,12 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
  * -1 with err when it is there but cannot be held. */
 int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long starttime,
 			char *err, size_t errlen);
+/* Hold the container whose first process is pid, given as pidfd (taken over), as after a
+ * start (kept.h), not owned. 0 ok; -1 with err. */
+int sq_container_hold(struct sq_container *c, pid_t pid, int pidfd, char *err, size_t errlen);
+/* Hold the mount namespace, root and working directory of process pid (a step's layer,
+ * kept.h) instead of the container's. 0 ok; -1 with err. */
+int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen);
 /* In a task, before exec. workdir NULL: the container's working directory. */
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);
 /* Release everything; safe on a container that never started. */

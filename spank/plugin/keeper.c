@@ -97,13 +97,14 @@ static void start_failed(const struct sq_child *capture, const char *why, char *
 	sq_child_failure(capture, "container start", why, err, errlen);
 }
 
-int sq_keeper_start(struct sq_keeper *k, const char *keeper_path, char *const argv[],
+int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
+		    const char *const *keeper_args, char *const argv[],
 		    char *const envp[], const struct sq_cred *cred, struct sq_child *capture,
 		    int timeout_s, pid_t *runtime_pid, int *runtime_pidfd, char *err,
 		    size_t errlen)
 {
 	char buf[128], **kargv;
-	int pair[2], pass[2], got[2] = { -1, -1 }, n = 0, kpid = 0, rpid = 0;
+	int pair[2], pass[2], got[2] = { -1, -1 }, n = 0, nk = 0, kpid = 0, rpid = 0;
 	double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
 	ssize_t len;
 
@@ -111,14 +112,18 @@ int sq_keeper_start(struct sq_keeper *k, const char *keeper_path, char *const ar
 	*runtime_pidfd = -1;
 	while (argv[n] != NULL)
 		n++;
-	kargv = calloc((size_t)n + 2, sizeof(char *));
+	while (keeper_args != NULL && keeper_args[nk] != NULL)
+		nk++;
+	kargv = calloc((size_t)(n + nk) + 2, sizeof(char *));
 	if (kargv == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
 		snprintf(err, errlen, "cannot prepare the container start: %s", strerror(errno));
 		free(kargv);
 		return -1;
 	}
 	kargv[0] = (char *)keeper_path;
-	memcpy(kargv + 1, argv, (size_t)n * sizeof(char *));
+	if (nk > 0)
+		memcpy(kargv + 1, keeper_args, (size_t)nk * sizeof(char *));
+	memcpy(kargv + 1 + nk, argv, (size_t)n * sizeof(char *));
 	pass[0] = pair[1];
 	/* This slurmstepd, as the keeper sees it: its end means the step's tasks are
 	 * orphaned and the container must go with them. */
@@ -204,13 +209,26 @@ void sq_keeper_stop(struct sq_keeper *k, uid_t uid)
 	sq_keeper_init(k);
 }
 
-static void record_path(char *buf, size_t len, const char *dir, uint32_t jobid,
-			uint32_t stepid)
+void sq_keeper_leave(struct sq_keeper *k)
 {
-	snprintf(buf, len, "%s/" RECORD_PREFIX "%u.%u", dir, (unsigned)jobid, (unsigned)stepid);
+	if (k->sock >= 0 &&
+	    send(k->sock, KEEPER_MSG_BYE, strlen(KEEPER_MSG_BYE), MSG_NOSIGNAL) < 0) {
+		/* gone already */
+	}
+	if (k->sock >= 0)
+		close(k->sock);
+	if (k->pidfd >= 0)
+		close(k->pidfd);
+	sq_keeper_init(k);
 }
 
-int sq_keeper_record(const char *dir, uint32_t jobid, uint32_t stepid,
+static void record_path(char *buf, size_t len, const char *dir, uint32_t jobid,
+			const char *what)
+{
+	snprintf(buf, len, "%s/" RECORD_PREFIX "%u.%s", dir, (unsigned)jobid, what);
+}
+
+int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
 		     const struct sq_keeper *k, char *err, size_t errlen)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 16], line[96];
@@ -219,7 +237,7 @@ int sq_keeper_record(const char *dir, uint32_t jobid, uint32_t stepid,
 
 	if (sq_running_format((long)k->pid, k->starttime, line, sizeof(line)) < 0)
 		return snprintf(err, errlen, "cannot format the keeper record"), -1;
-	record_path(path, sizeof(path), dir, jobid, stepid);
+	record_path(path, sizeof(path), dir, jobid, what);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -241,12 +259,63 @@ fail:
 	return -1;
 }
 
-void sq_keeper_forget(const char *dir, uint32_t jobid, uint32_t stepid)
+void sq_keeper_forget(const char *dir, uint32_t jobid, const char *what)
 {
 	char path[PATH_MAX];
 
-	record_path(path, sizeof(path), dir, jobid, stepid);
+	record_path(path, sizeof(path), dir, jobid, what);
 	unlink(path);
+}
+
+static void layer_path(char *buf, size_t len, const char *dir, uint32_t jobid, uint32_t stepid)
+{
+	snprintf(buf, len, "%s/layer-%u.%u", dir, (unsigned)jobid, (unsigned)stepid);
+}
+
+int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
+		    unsigned long long ino)
+{
+	char path[PATH_MAX], line[64];
+	int fd, n, rc = -1;
+
+	layer_path(path, sizeof(path), dir, jobid, stepid);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	n = snprintf(line, sizeof(line), "%llu %llu\n", dev, ino);
+	if (write(fd, line, (size_t)n) == n)
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid)
+{
+	char path[PATH_MAX];
+
+	layer_path(path, sizeof(path), dir, jobid, stepid);
+	unlink(path);
+}
+
+/* The tasks a dead step left in its layer (kept.h), as root. */
+static void sweep_layer(int dirfd_, const char *name, uid_t uid)
+{
+	unsigned long long dev, ino;
+	char buf[64];
+	ssize_t n;
+	int fd = openat(dirfd_, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	if (sscanf(buf, "%llu %llu", &dev, &ino) != 2)
+		return;
+	for (int round = 0; round < 100 && sq_reap_mntns(dev, ino, (long)uid, -1) > 0; round++)
+		usleep(20000);
 }
 
 /* End the container of one record, as root: the keeper if it is still the recorded process
@@ -301,7 +370,7 @@ static int sweep_record(const char *path, uid_t uid)
 
 int sq_keeper_sweep_job(const char *dir, uint32_t jobid, uid_t uid)
 {
-	char prefix[64], path[PATH_MAX];
+	char prefix[64], kept[64], path[PATH_MAX];
 	struct dirent *e;
 	DIR *d = opendir(dir);
 	int running = 0;
@@ -316,6 +385,20 @@ int sq_keeper_sweep_job(const char *dir, uint32_t jobid, uid_t uid)
 		if (strstr(e->d_name, ".tmp") == NULL)
 			running += sweep_record(path, uid);
 		unlink(path);
+	}
+	/* Tasks left in the layers of dead steps, then the sockets and locks of the job's
+	 * kept containers (kept.h). */
+	rewinddir(d);
+	snprintf(prefix, sizeof(prefix), "layer-%u.", (unsigned)jobid);
+	snprintf(kept, sizeof(kept), "kept-%u-", (unsigned)jobid);
+	while ((e = readdir(d)) != NULL) {
+		int layer = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+		if (layer)
+			sweep_layer(dirfd(d), e->d_name, uid);
+		if ((layer || strncmp(e->d_name, kept, strlen(kept)) == 0) &&
+		    unlinkat(dirfd(d), e->d_name, 0) < 0) {
+			/* gone already */
+		}
 	}
 	closedir(d);
 	return running;

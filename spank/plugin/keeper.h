@@ -38,6 +38,16 @@
 #define KEEPER_MSG_READY "ready"
 #define KEEPER_MSG_EXITED "exited"
 #define KEEPER_MSG_STOP "stop"
+/* A container kept for the job (squall-keeper --job SOCKET IDLE_S): steps connect to
+ * SOCKET and say "attach" (answered "attached KPID PID" + pidfds once the runtime is ready),
+ * "layer DEV INO" (the mount namespace of their layer: ended with them if their
+ * slurmstepd dies) and "bye". The starting step does the same on its control socket. The
+ * keeper ends the container after IDLE_S seconds with no step, or when killed (the job
+ * epilog). */
+#define KEEPER_MSG_ATTACH "attach"
+#define KEEPER_MSG_ATTACHED "attached"
+#define KEEPER_MSG_LAYER "layer"
+#define KEEPER_MSG_BYE "bye"
 
 struct sq_keeper {
 	pid_t pid;                     /* for messages and the record; use pidfd */
@@ -48,12 +58,14 @@ struct sq_keeper {
 
 void sq_keeper_init(struct sq_keeper *k);
 
-/* Run argv (argv[0] the runtime) under the keeper at keeper_path, as cred's user, with
+/* Run argv (argv[0] the runtime) under the keeper at keeper_path (keeper_args, NULL-
+ * terminated, before the runtime's: NULL, or "--job" SOCKET IDLE_S), as cred's user, with
  * envp, its stdout and stderr captured in *capture. Returns once the runtime's first
  * process has stopped itself: 0 with *runtime_pid and *runtime_pidfd (that process, held);
  * -1 with err ("container start failed (...): <runtime's last lines>") after ending
  * whatever was started. timeout_s: give up after that long (0: never). */
-int sq_keeper_start(struct sq_keeper *k, const char *keeper_path, char *const argv[],
+int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
+		    const char *const *keeper_args, char *const argv[],
 		    char *const envp[], const struct sq_cred *cred, struct sq_child *capture,
 		    int timeout_s, pid_t *runtime_pid, int *runtime_pidfd, char *err,
 		    size_t errlen);
@@ -63,13 +75,25 @@ int sq_keeper_start(struct sq_keeper *k, const char *keeper_path, char *const ar
  * started; leaves k initialised. */
 void sq_keeper_stop(struct sq_keeper *k, uid_t uid);
 
-/* The epilog's record of a running keeper: DIR/keeper-JOBID.STEPID. */
-int sq_keeper_record(const char *dir, uint32_t jobid, uint32_t stepid,
+/* A step leaves the job's kept container: "bye", then the descriptors are closed; the
+ * keeper and its container go on. Leaves k initialised. */
+void sq_keeper_leave(struct sq_keeper *k);
+
+/* The epilog's record of a running keeper: DIR/keeper-JOBID.WHAT (WHAT: the step id, or
+ * kept-KEY for a container kept for the job). */
+int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
 		     const struct sq_keeper *k, char *err, size_t errlen);
-void sq_keeper_forget(const char *dir, uint32_t jobid, uint32_t stepid);
+void sq_keeper_forget(const char *dir, uint32_t jobid, const char *what);
+/* A step's layer on a kept container (kept.h), for the epilog: DIR/layer-JOBID.STEPID
+ * holds the device and inode of its mount namespace. */
+int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
+		    unsigned long long ino);
+void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid);
+
 /* Job epilog, as root: end every container the job's records in dir still name (keeper,
- * runtime, everything of uid in its session) and remove the records. Returns how many
- * were still running. */
+ * runtime, everything of uid in its session and its mount namespaces) and remove the
+ * records, every process of uid left in a recorded layer's mount namespace, and the job's
+ * kept-JOBID-* sockets and locks. Returns how many were running. */
 int sq_keeper_sweep_job(const char *dir, uint32_t jobid, uid_t uid);
 
 #endif

@@ -36,6 +36,8 @@
 #include "env.h"
 #include "image.h"
 #include "keeper.h"
+#include "kept.h"
+#include "lifecycle.h"
 #include "mounts.h"
 #include "mounts_exist.h"
 #include "named.h"
@@ -59,6 +61,10 @@ SPANK_PLUGIN(squall, 1);
 #define SQ_START_TIMEOUT_S 300
 /* Holds the runtime outside slurmstepd's process tree (keeper.h). */
 #define SQ_KEEPER SQ_LIBEXEC_DIR "/squall-keeper"
+/* Makes a step's fresh layer on the job's kept container (kept.h). */
+#define SQ_LAYER SQ_LIBEXEC_DIR "/squall-layer"
+/* A kept container no step has used for this long ends (the epilog ends it sooner). */
+#define SQ_KEPT_IDLE_S 600
 
 static struct sq_config cfg;
 static int cfg_ready;
@@ -83,6 +89,7 @@ static struct {
 	int verbose;
 	int entrypoint_log;
 	int saved;                  /* --container-save done */
+	const char *served;         /* how the step got its container, for the verbose log */
 } st;
 
 static void fail(const char *msg)
@@ -406,7 +413,62 @@ static int join_running(const char *scope)
 		return -1;
 	}
 	st.target = running;
+	st.served = "joined the named container running on this node";
 	warn_ignored_on_join();
+	return 1;
+}
+
+/* The job's kept container (lifecycle.h, kept.h): 1 when the step is served by it (or
+ * failed: error kept), 0 when a container must be started for the step. */
+static int use_kept_container(const struct sq_start_request *req, int want_save, char *err,
+			      size_t errlen)
+{
+	struct sq_life_input in = { cfg.container_reuse, sq_args.reuse, 0, want_save,
+				    st.stepid == SQ_STEP_BATCH, SQ_KEPT_NONE, 0 };
+	struct sq_life_plan plan;
+	struct sq_kept_request kr;
+	char key[33], what[48];
+	int started = 0;
+
+	if (sq_kept_key(req, st.image.identity, key) < 0)
+		return 0;
+	in.kept = sq_kept_state(st.runtime_dir, st.jobid, key);
+	sq_life_decide(&in, &plan);
+	st.served = plan.why;
+	if (plan.action == SQ_LIFE_START_STEP)
+		return 0;
+	kr = (struct sq_kept_request){ st.runtime_dir, st.jobid, key, req, SQ_KEPT_IDLE_S };
+	if (sq_kept_attach(&st.ctr, &kr, &started, err, errlen) < 0) {
+		fail(err);
+		return 1;
+	}
+	sq_phase_end(started ? "start container (kept for the job)" : "kept container reused");
+	if (started) {
+		snprintf(what, sizeof(what), "kept-%s", key);
+		if (sq_keeper_record(st.runtime_dir, st.jobid, what, &st.ctr.keeper, err,
+				     errlen) < 0)
+			slurm_info("squall: %s", err);
+		st.served = "started, kept for the job's later steps";
+	} else {
+		st.served = "kept container of the job reused (no runtime start)";
+	}
+	if (sq_kept_layer(&st.ctr, SQ_LAYER, req->cred, err, errlen) < 0) {
+		/* The node cannot make layers (an old kernel): a container for each step. */
+		slurm_info("squall: no fresh layer on the kept container (%s): starting one for "
+			   "the step", err);
+		sq_container_stop(&st.ctr);
+		sq_container_init(&st.ctr);
+		in.layer_failed = 1;
+		sq_life_decide(&in, &plan);
+		st.served = plan.why;
+		return 0;
+	}
+	sq_phase_end("fresh layer");
+	{
+		unsigned long long dev, ino;
+		if (sq_kept_layer_id(&st.ctr, &dev, &ino) == 0)
+			sq_layer_record(st.runtime_dir, st.jobid, st.stepid, dev, ino);
+	}
 	return 1;
 }
 
@@ -418,7 +480,7 @@ static void user_init_steps(spank_t sp)
 	struct sq_runtime rt;
 	char **job_env = NULL, **env_lines = NULL, **mount_lines = NULL, **hook_argv = NULL;
 	const char *batch_script = NULL;
-	char err[8192], cwd[PATH_MAX], scope[32];
+	char err[8192], cwd[PATH_MAX], scope[32], what[16];
 	int want_save, r;
 
 	sq_phase_begin();
@@ -437,9 +499,10 @@ static void user_init_steps(spank_t sp)
 			return fail(err);
 		}
 	}
-	if (access(SQ_KEEPER, X_OK) < 0) {
-		snprintf(err, sizeof(err), "%s is not executable on this node (%s): reinstall "
-			 "squall (make -C spank install)", SQ_KEEPER, strerror(errno));
+	if (access(SQ_KEEPER, X_OK) < 0 || access(SQ_LAYER, X_OK) < 0) {
+		snprintf(err, sizeof(err), "%s or %s is not executable on this node (%s): "
+			 "reinstall squall (make -C spank install)", SQ_KEEPER, SQ_LAYER,
+			 strerror(errno));
 		return fail(err);
 	}
 	if (access(cfg.enroot, X_OK) < 0) {
@@ -541,14 +604,20 @@ static void user_init_steps(spank_t sp)
 	}
 	sq_phase_end("prepare");
 
-	/* 4. start */
+	/* 4. start, or use the job's kept container (lifecycle.h) */
 	req = (struct sq_start_request){ SQ_KEEPER, cfg.enroot, st.conf_path,
 					 st.rc_path[0] ? st.rc_path : NULL, st.target,
 					 sq_args.writable, sq_args.remap_root, st.runtime_env,
-					 &cred_user, SQ_START_TIMEOUT_S };
+					 &cred_user, SQ_START_TIMEOUT_S, NULL };
+	if (sq_args.name == NULL && use_kept_container(&req, want_save, err, sizeof(err)))
+		goto out;
+	if (st.served == NULL)
+		st.served = sq_args.name != NULL ? "started for the step (named container)" :
+			    "started for the step";
+	snprintf(what, sizeof(what), "%u", (unsigned)st.stepid);
 	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0) {
 		fail(err);
-	} else if (sq_keeper_record(st.runtime_dir, st.jobid, st.stepid, &st.ctr.keeper, err,
+	} else if (sq_keeper_record(st.runtime_dir, st.jobid, what, &st.ctr.keeper, err,
 				    sizeof(err)) < 0) {
 		/* Only the job epilog's safety net needs it: say so, go on. */
 		slurm_info("squall: %s", err);
@@ -644,8 +713,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	if (st.verbose && local_id == 0) {
 		char host[128] = "";
 		gethostname(host, sizeof(host) - 1);
-		sq_report_now("squall: ", "timings on %s: %s, join %.1f ms", host,
-			      sq_phase_text(), (sq_now() - t0) * 1000.0);
+		sq_report_now("squall: ", "timings on %s (%s): %s, join %.1f ms", host,
+			      st.served ? st.served : "started", sq_phase_text(),
+			      (sq_now() - t0) * 1000.0);
 	}
 	return 0;
 }
@@ -653,13 +723,17 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 /* Stop the step's container; a named one this step started is no longer there to join. */
 static void stop_container(void)
 {
-	int owned = st.ctr.owned;
+	int owned = st.ctr.owned, kept = st.ctr.kept;
+	char what[16];
 
 	if (owned && sq_args.name != NULL && st.target != NULL)
 		sq_running_forget(st.runtime_dir, st.target, st.ctr.pid);
 	sq_container_stop(&st.ctr);
+	snprintf(what, sizeof(what), "%u", (unsigned)st.stepid);
 	if (owned)
-		sq_keeper_forget(st.runtime_dir, st.jobid, st.stepid);
+		sq_keeper_forget(st.runtime_dir, st.jobid, what);
+	if (kept)
+		sq_layer_forget(st.runtime_dir, st.jobid, st.stepid);
 }
 
 /* --container-save, once per step: on node 0, when its last task has exited. Done here

@@ -10,7 +10,7 @@ DEFAULTS = {
     "sqshbuild": "/usr/local/bin/sqshbuild", "image_cache": "/fsx/squall/images",
     "container_scope": "job", "execute_entrypoint": False, "efa": "auto",
     "efa_sysfs_root": "/sys", "efa_dev_root": "/dev", "efa_opt_root": "/opt/amazon",
-    "sbatch_support": True, "log": "quiet",
+    "sbatch_support": True, "log": "quiet", "container_reuse": True,
 }
 
 
@@ -23,13 +23,13 @@ def test_every_key_can_be_set():
             "sqshbuild=/usr/bin/sqshbuild", "image_cache=/fsx/cache", "container_scope=global",
             "execute_entrypoint=1", "efa=require", "efa_sysfs_root=/tmp/sys",
             "efa_dev_root=/tmp/dev", "efa_opt_root=/tmp/opt", "sbatch_support=0",
-            "log=verbose"]
+            "log=verbose", "container_reuse=0"]
     assert parse_plugstack_args(args) == {
         "runtime_path": "/run/sq", "enroot": "/opt/enroot-test-runtime/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
         "container_scope": "global", "execute_entrypoint": True, "efa": "require",
         "efa_sysfs_root": "/tmp/sys", "efa_dev_root": "/tmp/dev", "efa_opt_root": "/tmp/opt",
-        "sbatch_support": False, "log": "verbose",
+        "sbatch_support": False, "log": "verbose", "container_reuse": False,
     }
 
 

@@ -60,9 +60,10 @@ def sig_ignored(pid: int) -> int:
 
 class Keeper:
     """A keeper started as the plugin starts it: new session, control socket on fd 3,
-    a pidfd of a stand-in slurmstepd on fd 4."""
+    a pidfd of a stand-in slurmstepd on fd 4 (job: [SOCKET, IDLE_S] for a kept one)."""
 
-    def __init__(self, keeper: Path, runtime: list[str], stepd: subprocess.Popen | None):
+    def __init__(self, keeper: Path, runtime: list[str], stepd: subprocess.Popen | None,
+                 job: list[str] | None = None):
         self.plugin_end, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stepd_fd = os.pidfd_open(stepd.pid) if stepd is not None else -1
 
@@ -71,7 +72,8 @@ class Keeper:
             if stepd_fd >= 0:
                 os.dup2(stepd_fd, 4)
 
-        self.proc = subprocess.Popen([str(keeper), *runtime], stdin=subprocess.DEVNULL,
+        job_args = ["--job", *job] if job else []
+        self.proc = subprocess.Popen([str(keeper), *job_args, *runtime], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True, preexec_fn=place_fds,
                                      pass_fds=[3, 4] if stepd_fd >= 0 else [3])
@@ -193,4 +195,81 @@ def test_keeper_killed_the_kernel_ends_the_stopped_runtime(keeper, tmp_path):
         assert alive(daemon)
         os.kill(daemon, signal.SIGKILL)
     finally:
+        k.close()
+
+
+# --- kept for the job: steps attach through a socket -------------------------------------
+
+def attach(path: Path) -> tuple[socket.socket, int, int, list[int]]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(20)
+    s.connect(str(path))
+    s.send(b"attach")
+    text, fds, _, _ = socket.recv_fds(s, 128, 2)
+    word, kpid, rpid = text.decode().split()
+    assert word == "attached" and len(fds) == 2, text
+    return s, int(kpid), int(rpid), fds
+
+
+def test_kept_container_serves_later_steps_and_ends_when_idle(keeper, tmp_path):
+    sock = tmp_path / "kept.sock"
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None, [str(sock), "1"])
+    try:
+        assert k.hear() == "ready"
+        daemon = daemon_of(tmp_path / "daemon")
+        k.plugin_end.send(b"bye")            # the starting step ends: the container stays
+        step2, kpid, rpid, fds = attach(sock)
+        assert (kpid, rpid) == (k.proc.pid, k.runtime)
+        for fd in fds:
+            os.close(fd)
+        time.sleep(1.5)                       # attached: no idle end
+        assert alive(k.runtime) and alive(daemon)
+        step2.send(b"bye")
+        step2.close()
+        assert k.proc.wait(timeout=15) == 0   # idle for 1 s with no step: ended
+        wait_dead([k.runtime, daemon])
+        assert not sock.exists()
+    finally:
+        k.close()
+
+
+def test_attach_before_ready_is_answered_once_ready(keeper, tmp_path):
+    sock = tmp_path / "kept.sock"
+    slow = ["/bin/sh", "-c", "sleep 0.5; kill -STOP $$; exit 0"]
+    k = Keeper(keeper, slow, None, [str(sock), "30"])
+    try:
+        step2, _, rpid, fds = attach(sock)
+        assert rpid == k.runtime and k.hear() == "ready"
+        for fd in fds:
+            os.close(fd)
+        k.plugin_end.send(b"stop")
+        assert k.proc.wait(timeout=15) == 0
+        step2.close()
+    finally:
+        k.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of its own needs root")
+def test_a_step_gone_without_goodbye_loses_its_layer_not_the_container(keeper, tmp_path):
+    sock = tmp_path / "kept.sock"
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None, [str(sock), "30"])
+    try:
+        assert k.hear() == "ready"
+        step2, _, _, fds = attach(sock)
+        for fd in fds:
+            os.close(fd)
+        task = subprocess.Popen(["unshare", "--mount", "sleep", "300"])   # its layer
+        deadline = time.monotonic() + 5
+        while os.readlink(f"/proc/{task.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        st = os.stat(f"/proc/{task.pid}/ns/mnt")
+        step2.send(f"layer {st.st_dev} {st.st_ino}".encode())
+        time.sleep(0.1)
+        step2.close()                         # its slurmstepd died: no "bye"
+        assert task.wait(timeout=10) == -signal.SIGKILL
+        assert alive(k.runtime) and k.proc.poll() is None
+    finally:
+        k.plugin_end.send(b"stop")
+        k.proc.wait(timeout=15)
         k.close()

@@ -77,8 +77,8 @@ class Layer:
             os.close(fd)
         with os.fdopen(ready_r) as f:
             line = f.readline()
-        if line != "ready\n":
-            raise AssertionError(self.proc.stderr.read().decode())
+        if line != f"ready {self.proc.pid}\n":
+            raise AssertionError(line + self.proc.stderr.read().decode())
 
     def run(self, script: str) -> subprocess.CompletedProcess:
         return subprocess.run(["nsenter", "-t", str(self.proc.pid), "-U", "-m", "-w",
