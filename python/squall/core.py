@@ -481,14 +481,15 @@ class LifecyclePlan:
 
 
 def lifecycle_decide(*, reuse: bool = True, flag: bool | None = None, named: bool = False,
-                     save: bool = False, batch: bool = False, kept: str = "none",
-                     layer_failed: bool = False) -> LifecyclePlan:
+                     save: bool = False, batch: bool = False, entrypoint: bool = False,
+                     kept: str = "none", layer_failed: bool = False) -> LifecyclePlan:
     """The plugin's start/renew decision, from the same C function."""
     if kept not in _KEPT_STATES:
         raise SquallError(f"kept state {kept!r}: use one of {', '.join(_KEPT_STATES)}")
     inp = ffi.new("struct sq_life_input *", {
         "reuse": int(reuse), "flag": -1 if flag is None else int(flag), "named": int(named),
-        "save": int(save), "batch": int(batch), "kept": _KEPT_STATES[kept],
+        "save": int(save), "batch": int(batch), "entrypoint": int(entrypoint),
+        "kept": _KEPT_STATES[kept],
         "layer_failed": int(layer_failed)})
     plan = ffi.new("struct sq_life_plan *")
     if lib.sq_life_decide(inp, plan) != 0:

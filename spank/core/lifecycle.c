@@ -18,6 +18,7 @@ int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan)
 	plan->forget = 0;
 	if (!flag_ok(in->reuse, 0, 1) || !flag_ok(in->flag, -1, 1) || !flag_ok(in->named, 0, 1) ||
 	    !flag_ok(in->save, 0, 1) || !flag_ok(in->batch, 0, 1) ||
+	    !flag_ok(in->entrypoint, 0, 1) ||
 	    !flag_ok(in->kept, SQ_KEPT_NONE, SQ_KEPT_STALE) || !flag_ok(in->layer_failed, 0, 1)) {
 		plan->why = "invalid input: started for the step";
 		return -1;
@@ -40,6 +41,10 @@ int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan)
 	}
 	if (in->batch) {
 		plan->why = "the batch step runs once";
+		return 0;
+	}
+	if (in->entrypoint) {
+		plan->why = "the image's entrypoint runs at each start (--container-entrypoint)";
 		return 0;
 	}
 	if (in->layer_failed) {

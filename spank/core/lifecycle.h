@@ -9,8 +9,10 @@
  * on top of it: a fresh writable root (an overlay with an empty upper layer) and fresh
  * tmpfs mounts, so what one unnamed step writes, the next does not see, as with Pyxis.
  * Named containers keep their own semantics (reused by name, joined while running), a
- * node that saves the container (--container-save) needs one made for the step, and the
- * batch step runs once: those start a container for the step, as does everything when
+ * node that saves the container (--container-save) needs one made for the step, the batch
+ * step runs once, and an image's entrypoint (--container-entrypoint) runs when its
+ * container starts, so once per step: those start a container for the step, as does
+ * everything when
  * reuse is off (plugstack container_reuse=0, or --no-container-reuse).
  */
 #ifndef SQUALL_CORE_LIFECYCLE_H
@@ -36,6 +38,7 @@ struct sq_life_input {
 	int named;         /* --container-name given */
 	int save;          /* this node saves the container at step end (--container-save) */
 	int batch;         /* the batch step */
+	int entrypoint;    /* the image's entrypoint runs (--container-entrypoint): at each start */
 	int kept;          /* enum sq_kept_state */
 	int layer_failed;  /* a layer could not be made on this node (the kernel refused) */
 };

@@ -423,8 +423,10 @@ static int join_running(const char *scope)
 static int use_kept_container(const struct sq_start_request *req, int want_save, char *err,
 			      size_t errlen)
 {
+	int entrypoint = (sq_args.entrypoint >= 0 ? sq_args.entrypoint :
+			  cfg.execute_entrypoint) == 1;
 	struct sq_life_input in = { cfg.container_reuse, sq_args.reuse, 0, want_save,
-				    st.stepid == SQ_STEP_BATCH, SQ_KEPT_NONE, 0 };
+				    st.stepid == SQ_STEP_BATCH, entrypoint, SQ_KEPT_NONE, 0 };
 	struct sq_life_plan plan;
 	struct sq_kept_request kr;
 	char key[33], what[48];

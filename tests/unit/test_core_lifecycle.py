@@ -30,6 +30,7 @@ def test_a_stale_record_is_forgotten_and_a_new_kept_container_started():
     ({"reuse": False}, "container_reuse=0"),
     ({"save": True}, "--container-save"),
     ({"batch": True}, "batch"),
+    ({"entrypoint": True}, "entrypoint"),
     ({"layer_failed": True}, "refused"),
 ])
 def test_what_starts_a_container_for_the_step(kwargs, words):
@@ -45,12 +46,12 @@ def test_the_flag_wins_over_the_plugstack_setting():
 
 
 def test_every_combination_gives_one_of_the_three_actions():
-    for reuse, flag, named, save, batch, kept, failed in itertools.product(
+    for reuse, flag, named, save, batch, entry, kept, failed in itertools.product(
             (True, False), (None, True, False), (True, False), (True, False), (True, False),
-            ("none", "live", "stale"), (True, False)):
+            (True, False), ("none", "live", "stale"), (True, False)):
         plan = lifecycle_decide(reuse=reuse, flag=flag, named=named, save=save, batch=batch,
-                                kept=kept, layer_failed=failed)
-        reusable = not named and not save and not batch and not failed and (
+                                entrypoint=entry, kept=kept, layer_failed=failed)
+        reusable = not named and not save and not batch and not entry and not failed and (
             flag is True or (flag is None and reuse))
         if not reusable:
             assert plan.action == "start-step"
