@@ -28,6 +28,11 @@ install -d -o squall -g squall /fsx/home /fsx/home/squall /fsx/squall /fsx/squal
 install -d -o munge -g munge -m 0755 /run/munge
 install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
 install -d -m 0755 /run/squall
+# The node's local disk for squall's cache of extracted images (plugstack local_cache): a
+# directory of the host's disk, as a real node's NVMe or instance store would be (the
+# node's own / is Docker's fuse-overlayfs). Removed with /fsx by `cluster.sh down`.
+install -d -m 0755 "/fsx/.node-local/$(hostname)" /var/lib/squall
+mountpoint -q /var/lib/squall || mount --bind "/fsx/.node-local/$(hostname)" /var/lib/squall
 
 # Per-node plugstack arguments (e.g. node3 points its EFA roots at a stand-in tree).
 # Rebuilt from the image's copy at every start, so a restarted node does not repeat them.

@@ -355,6 +355,8 @@ class PlugstackConfig:
     sbatch_support: bool
     log: str
     container_reuse: bool
+    local_cache: str
+    local_cache_gb: int
 
 
 def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
@@ -376,6 +378,7 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
             efa_opt_root=_str(cfg.efa_opt_root) or "",
             sbatch_support=bool(cfg.sbatch_support), log=_LOG[cfg.log] or "",
             container_reuse=bool(cfg.container_reuse),
+            local_cache=_str(cfg.local_cache) or "", local_cache_gb=int(cfg.local_cache_gb),
         )
     finally:
         lib.sq_config_free(cfg)

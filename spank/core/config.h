@@ -15,6 +15,8 @@
  *   sbatch_support      1                           0 | 1 (run batch scripts in the container)
  *   log                 quiet                       quiet | verbose (default of --container-log)
  *   container_reuse     1                           0 | 1 (default of --[no-]container-reuse)
+ *   local_cache         /var/lib/squall/cache       absolute; node-local extracted images
+ *   local_cache_gb      20                          0..100000 per user (0: no local cache)
  *
  * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
  * an error naming the argument: the plugin then refuses to load.
@@ -45,6 +47,8 @@ struct sq_config {
 	int sbatch_support;      /* 0 | 1 */
 	int log;                 /* enum sq_log_setting (options.h), never UNSET */
 	int container_reuse;     /* 0 | 1: later steps of a job reuse the node's container */
+	char *local_cache;       /* node-local cache of extracted images (nodecache.h) */
+	int local_cache_gb;      /* its size limit per user in GiB; 0: not used */
 };
 
 /* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "extracted.h"
 #include "keeper.h"
 #include "pidfd.h"
 #include "reap.h"
@@ -45,6 +46,10 @@ static const int job_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SI
 
 static pid_t runtime = -1;
 static int sigfd = -1;
+/* The node-local cache of extracted images (extracted.h): start from it, or fill it. */
+static const char *use_dir, *use_key, *use_data;
+static const char *fill_dir, *fill_key, *fill_image, *fill_tool;
+static unsigned long long fill_max;
 static unsigned long long ns_dev, ns_ino;
 static int have_ns;
 
@@ -87,6 +92,11 @@ static void start_runtime(char **argv)
 	close(KEEPER_FD_CONTROL);
 	close(KEEPER_FD_STEPD);
 	close(sigfd);
+	if (use_dir != NULL) {
+		if (sq_extracted_mount(use_dir, use_key, use_data, "rootfs") < 0)
+			_exit(126);
+		setenv("ENROOT_DATA_PATH", use_data, 1);
+	}
 	execv(argv[0], argv);
 	fprintf(stderr, "squall: " PROG " cannot execute %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
@@ -116,6 +126,26 @@ static int runtime_event(int *status)
 		*status = si.si_status & 0x7f;   /* killed or dumped: as waitpid's WTERMSIG */
 	runtime = -1;
 	return 'X';
+}
+
+/* Extract the image into the cache in the background, at the lowest priority, in the
+ * keeper's session (so it ends with the container when the job does, leaving an
+ * unfinished extraction that is never used and is removed later). */
+static void fill_cache(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (fork() == 0) {
+			close(KEEPER_FD_CONTROL);
+			close(sigfd);
+			_exit(sq_extracted_build(fill_dir, fill_key, fill_image, fill_tool,
+						 fill_max) == 0 ? 0 : 1);
+		}
+		_exit(0);
+	}
+	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 }
 
 static double now_s(void)
@@ -311,6 +341,19 @@ int main(int argc, char **argv)
 		idle_s = atoi(argv[3]);
 		first = 4;
 	}
+	if (argc >= first + 4 && strcmp(argv[first], "--use-cache") == 0) {
+		use_dir = argv[first + 1];
+		use_key = argv[first + 2];
+		use_data = argv[first + 3];
+		first += 4;
+	} else if (argc >= first + 6 && strcmp(argv[first], "--fill-cache") == 0) {
+		fill_dir = argv[first + 1];
+		fill_key = argv[first + 2];
+		fill_image = argv[first + 3];
+		fill_tool = argv[first + 4];
+		fill_max = strtoull(argv[first + 5], NULL, 10);
+		first += 6;
+	}
 	if (argc <= first || fcntl(KEEPER_FD_CONTROL, F_GETFD) < 0) {
 		fprintf(stderr, "squall: " PROG " is started by the squall SPANK plugin, with the "
 			"runtime's command line and its control socket on fd %d\n", KEEPER_FD_CONTROL);
@@ -340,6 +383,12 @@ int main(int argc, char **argv)
 		}
 	}
 	clients[nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, 0, 0, 0 };
+	/* The tree stays in the cache as long as this container may read it. */
+	if (use_dir != NULL && sq_extracted_hold(use_dir, use_key) < 0) {
+		fprintf(stderr, "squall: " PROG ": the extracted image %s/%s is gone\n", use_dir,
+			use_key);
+		return 1;
+	}
 	start_runtime(argv + first);
 	if (runtime < 0) {
 		fprintf(stderr, "squall: " PROG " cannot fork the runtime: %s\n", strerror(errno));
@@ -383,6 +432,8 @@ int main(int argc, char **argv)
 				for (int i = 0; i < nclients; i++)
 					if (clients[i].waiting)
 						attach_reply(&clients[i]);
+				if (fill_dir != NULL)
+					fill_cache();
 			} else if (ev == 'X') {
 				if (!stopped) {
 					snprintf(text, sizeof(text), KEEPER_MSG_EXITED " %d", status);

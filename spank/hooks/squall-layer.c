@@ -231,6 +231,36 @@ static int pick_scratch(const struct mnt *mounts, size_t nmounts, const char *co
 	return -1;
 }
 
+static int renewed(const char *dev, const char *const *renew, int nrenew)
+{
+	for (int r = 0; r < nrenew; r++)
+		if (strcmp(renew[r], dev) == 0)
+			return 1;
+	return 0;
+}
+
+/* Mount a fresh tmpfs on top of each renewed one, where it is. 1 done; 0 when a mount sits
+ * below a renewed tmpfs (it would be hidden: the caller builds a new root instead). */
+static int fresh_in_place(const struct mnt *mounts, size_t nmounts, const char *const *renew,
+			  int nrenew)
+{
+	for (size_t i = 0; i < nmounts; i++)
+		for (size_t j = 0; j < nmounts; j++)
+			if (i != j && renewed(mounts[i].dev, renew, nrenew) &&
+			    strcmp(mounts[j].point, mounts[i].point) != 0 &&
+			    under(mounts[j].point, mounts[i].point))
+				return 0;
+	for (size_t i = 0; i < nmounts; i++) {
+		char opts[512];
+		if (!renewed(mounts[i].dev, renew, nrenew) || strcmp(mounts[i].fstype, "tmpfs") != 0)
+			continue;
+		tmpfs_data(mounts[i].super, opts, sizeof(opts));
+		if (mount("tmpfs", mounts[i].point, "tmpfs", mount_flags(mounts[i].flags), opts) < 0)
+			die("cannot mount a fresh tmpfs on", mounts[i].point);
+	}
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *renew[MAX_RENEW];
@@ -279,6 +309,11 @@ int main(int argc, char **argv)
 		errno = ENOENT;
 		die("cannot find the container's root in", "/proc/self/mountinfo");
 	}
+
+	/* A read-only root has nothing to renew: the step keeps it, and only gets fresh
+	 * tmpfs mounts, on top of the container's (which its tasks then cannot reach). */
+	if (has_option(rootmnt->flags, "ro") && fresh_in_place(mounts, nmounts, renew, nrenew))
+		goto ready;
 
 	/* Scratch space for the upper layer, mounted on a directory of the container's root:
 	 * the overlay's lower layer is the root's own filesystem, which a mount on top does
@@ -347,6 +382,7 @@ int main(int argc, char **argv)
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		die("cannot switch to the step's root", NULL);
+ready:
 	if (chdir(cwd) < 0 && chdir("/") < 0)
 		die("cannot change to", cwd);
 	free(mounts);

@@ -396,8 +396,9 @@ int sq_keeper_sweep_job(const char *dir, uint32_t jobid, uid_t uid)
 		if (layer)
 			sweep_layer(dirfd(d), e->d_name, uid);
 		if ((layer || strncmp(e->d_name, kept, strlen(kept)) == 0) &&
-		    unlinkat(dirfd(d), e->d_name, 0) < 0) {
-			/* gone already */
+		    unlinkat(dirfd(d), e->d_name, 0) < 0 &&
+		    unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) < 0) {
+			/* gone already (a data directory is empty outside its keeper) */
 		}
 	}
 	closedir(d);

@@ -162,7 +162,7 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 		   char *err, size_t errlen)
 {
 	char lock[PATH_MAX], sock[PATH_MAX], idle[16];
-	const char *args[] = { "--job", sock, idle, NULL };
+	const char *args[16] = { "--job", sock, idle, NULL };
 	struct sq_start_request start = *r->start;
 	int lockfd, fd, rc = -1;
 	pid_t pid;
@@ -200,6 +200,8 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 	}
 	/* None answers: start it, kept for the job. */
 	snprintf(idle, sizeof(idle), "%d", r->idle_s);
+	for (int i = 0, n = 3; r->extra_args != NULL && r->extra_args[i] != NULL && n < 15; i++)
+		args[n++] = r->extra_args[i];
 	start.keeper_args = args;
 	if (sq_container_start(c, &start, err, errlen) < 0)
 		goto out;

@@ -25,6 +25,8 @@ struct sq_kept_request {
 	const char *key;                         /* sq_life_key */
 	const struct sq_start_request *start;    /* how to start it when none runs */
 	int idle_s;                              /* the keeper's idle time before it ends */
+	const char *const *extra_args;           /* more keeper arguments when it starts
+						  * (--use-cache / --fill-cache), or NULL */
 };
 
 /* The kept container's key for a start request (sq_life_key over the runtime, target,

@@ -34,6 +34,7 @@
 #include "container.h"
 #include "efa.h"
 #include "env.h"
+#include "extracted.h"
 #include "image.h"
 #include "keeper.h"
 #include "kept.h"
@@ -90,6 +91,7 @@ static struct {
 	int entrypoint_log;
 	int saved;                  /* --container-save done */
 	const char *served;         /* how the step got its container, for the verbose log */
+	char cache_dir[PATH_MAX];   /* the user's node-local cache of extracted images, or "" */
 } st;
 
 static void fail(const char *msg)
@@ -168,6 +170,34 @@ fail:
 	return -1;
 }
 
+/* As root: local_cache/ (root, 0755) then local_cache/UID (the user, 0700), where the
+ * user's own extracted images go (extracted.h). Without it, steps read from squashfuse. */
+static void make_cache_dir(void)
+{
+	char dir[PATH_MAX];
+	struct stat s;
+
+	st.cache_dir[0] = '\0';
+	if (cfg.local_cache_gb <= 0)
+		return;
+	if (mkdir(cfg.local_cache, 0755) < 0 && errno != EEXIST)
+		goto off;
+	snprintf(dir, sizeof(dir), "%s/%u", cfg.local_cache, (unsigned)st.uid);
+	if (mkdir(dir, 0700) == 0) {
+		if (chown(dir, st.uid, st.gid) < 0)
+			goto off;
+	} else if (errno != EEXIST || lstat(dir, &s) < 0 || !S_ISDIR(s.st_mode) ||
+		   s.st_uid != st.uid) {
+		goto off;
+	}
+	snprintf(st.cache_dir, sizeof(st.cache_dir), "%s", dir);
+	return;
+off:
+	slurm_info("squall: no node-local cache of extracted images in %s (%s): steps read "
+		   "their images through squashfuse (plugstack.conf local_cache)",
+		   cfg.local_cache, strerror(errno));
+}
+
 static int post_opt_remote(spank_t sp)
 {
 	char err[512], warn[512];
@@ -220,6 +250,7 @@ static int post_opt_remote(spank_t sp)
 	}
 	if (make_runtime_dir() < 0)
 		st.failed = 1;
+	make_cache_dir();
 	return 0;
 }
 
@@ -418,28 +449,71 @@ static int join_running(const char *scope)
 	return 1;
 }
 
+/* Where the job's kept container starts from: the image's extracted tree when the
+ * node-local cache has it (its own key: a container from the tree is another container),
+ * else the image, with its extraction started in the background (extracted.h). */
+static void kept_source(struct sq_start_request *req, const char **args, char *identity,
+			size_t idlen, char *data_dir, size_t datalen, char *cache_key,
+			char *max_bytes)
+{
+	const char *tool = sq_extracted_tool();
+
+	snprintf(identity, idlen, "%s", st.image.identity);
+	if (!st.cache_dir[0] || st.image.path == NULL || tool == NULL ||
+	    sq_extracted_key(st.image.path, st.image.identity, cache_key) < 0)
+		return;
+	if (sq_extracted_ready(st.cache_dir, cache_key)) {
+		snprintf(identity, idlen, "%s/extracted-%s", st.image.identity, cache_key);
+		snprintf(data_dir, datalen, "%s/kept-%u-%s.d", st.runtime_dir, (unsigned)st.jobid,
+			 cache_key);
+		if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
+			return;
+		req->target = "rootfs";
+		args[0] = "--use-cache";
+		args[1] = st.cache_dir;
+		args[2] = cache_key;
+		args[3] = data_dir;
+		args[4] = NULL;
+		return;
+	}
+	snprintf(max_bytes, 32, "%llu", (unsigned long long)cfg.local_cache_gb << 30);
+	args[0] = "--fill-cache";
+	args[1] = st.cache_dir;
+	args[2] = cache_key;
+	args[3] = st.image.path;
+	args[4] = tool;
+	args[5] = max_bytes;
+	args[6] = NULL;
+}
+
 /* The job's kept container (lifecycle.h, kept.h): 1 when the step is served by it (or
  * failed: error kept), 0 when a container must be started for the step. */
-static int use_kept_container(const struct sq_start_request *req, int want_save, char *err,
+static int use_kept_container(const struct sq_start_request *req0, int want_save, char *err,
 			      size_t errlen)
 {
 	int entrypoint = (sq_args.entrypoint >= 0 ? sq_args.entrypoint :
 			  cfg.execute_entrypoint) == 1;
 	struct sq_life_input in = { cfg.container_reuse, sq_args.reuse, 0, want_save,
 				    st.stepid == SQ_STEP_BATCH, entrypoint, SQ_KEPT_NONE, 0 };
+	struct sq_start_request req = *req0;
 	struct sq_life_plan plan;
 	struct sq_kept_request kr;
-	char key[33], what[48];
+	const char *args[8] = { NULL };
+	char key[33], what[48], identity[128], data_dir[PATH_MAX + 64], cache_key[33] = "";
+	char max_bytes[32];
 	int started = 0;
 
-	if (sq_kept_key(req, st.image.identity, key) < 0)
+	kept_source(&req, args, identity, sizeof(identity), data_dir, sizeof(data_dir),
+		    cache_key, max_bytes);
+	if (sq_kept_key(req0, identity, key) < 0)
 		return 0;
 	in.kept = sq_kept_state(st.runtime_dir, st.jobid, key);
 	sq_life_decide(&in, &plan);
 	st.served = plan.why;
 	if (plan.action == SQ_LIFE_START_STEP)
 		return 0;
-	kr = (struct sq_kept_request){ st.runtime_dir, st.jobid, key, req, SQ_KEPT_IDLE_S };
+	kr = (struct sq_kept_request){ st.runtime_dir, st.jobid, key, &req, SQ_KEPT_IDLE_S,
+				       args };
 	if (sq_kept_attach(&st.ctr, &kr, &started, err, errlen) < 0) {
 		fail(err);
 		return 1;
@@ -450,11 +524,20 @@ static int use_kept_container(const struct sq_start_request *req, int want_save,
 		if (sq_keeper_record(st.runtime_dir, st.jobid, what, &st.ctr.keeper, err,
 				     errlen) < 0)
 			slurm_info("squall: %s", err);
-		st.served = "started, kept for the job's later steps";
+		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
+			st.served = "started from the node's extracted copy (extracted cache hit), "
+				    "kept for the job";
+		else if (args[0] != NULL)
+			st.served = "started from the image, kept for the job; extracting it on "
+				    "this node in the background";
+		else
+			st.served = "started from the image, kept for the job";
 	} else {
-		st.served = "kept container of the job reused (no runtime start)";
+		st.served = strcmp(req.target, "rootfs") == 0 ?
+			"kept container of the job reused (no runtime start; extracted copy)" :
+			"kept container of the job reused (no runtime start)";
 	}
-	if (sq_kept_layer(&st.ctr, SQ_LAYER, req->cred, err, errlen) < 0) {
+	if (sq_kept_layer(&st.ctr, SQ_LAYER, req.cred, err, errlen) < 0) {
 		/* The node cannot make layers (an old kernel): a container for each step. */
 		slurm_info("squall: no fresh layer on the kept container (%s): starting one for "
 			   "the step", err);

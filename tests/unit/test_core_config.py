@@ -11,6 +11,7 @@ DEFAULTS = {
     "container_scope": "job", "execute_entrypoint": False, "efa": "auto",
     "efa_sysfs_root": "/sys", "efa_dev_root": "/dev", "efa_opt_root": "/opt/amazon",
     "sbatch_support": True, "log": "quiet", "container_reuse": True,
+    "local_cache": "/var/lib/squall/cache", "local_cache_gb": 20,
 }
 
 
@@ -23,13 +24,14 @@ def test_every_key_can_be_set():
             "sqshbuild=/usr/bin/sqshbuild", "image_cache=/fsx/cache", "container_scope=global",
             "execute_entrypoint=1", "efa=require", "efa_sysfs_root=/tmp/sys",
             "efa_dev_root=/tmp/dev", "efa_opt_root=/tmp/opt", "sbatch_support=0",
-            "log=verbose", "container_reuse=0"]
+            "log=verbose", "container_reuse=0", "local_cache=/scratch/sq", "local_cache_gb=0"]
     assert parse_plugstack_args(args) == {
         "runtime_path": "/run/sq", "enroot": "/opt/enroot-test-runtime/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
         "container_scope": "global", "execute_entrypoint": True, "efa": "require",
         "efa_sysfs_root": "/tmp/sys", "efa_dev_root": "/tmp/dev", "efa_opt_root": "/tmp/opt",
         "sbatch_support": False, "log": "verbose", "container_reuse": False,
+        "local_cache": "/scratch/sq", "local_cache_gb": 0,
     }
 
 
@@ -37,6 +39,9 @@ def test_every_key_can_be_set():
     ("arg", "needle"),
     [
         ("bogus=1", "unknown argument 'bogus=1'"),
+        ("local_cache_gb=-1", "local_cache_gb must be a whole number"),
+        ("local_cache_gb=2G", "local_cache_gb must be a whole number"),
+        ("local_cache=relative", "local_cache must be an absolute path"),
         ("use_squashfuse=1", "unknown argument 'use_squashfuse=1'"),
         ("runtime_path", "argument 'runtime_path' is not key=value"),
         ("runtime_path=", "empty value for runtime_path"),

@@ -26,13 +26,15 @@ FAKE_RUNTIME = ["/bin/sh", "-c", "sleep 300 & echo $! >\"$1\"; kill -STOP $$; ex
 
 @pytest.fixture(scope="module")
 def keeper(tmp_path_factory) -> Path:
-    """Built from the sources as spank/Makefile builds it (core objects, plugin pidfd.c)."""
+    """Built from the sources as spank/Makefile builds it (core objects, plugin pidfd.c and
+    extracted.c)."""
     out = tmp_path_factory.mktemp("keeper") / "squall-keeper"
     core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
     subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2",
                     f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o", str(out),
                     str(ROOT / "spank/hooks/squall-keeper.c"),
-                    str(ROOT / "spank/plugin/pidfd.c"), *core], check=True)
+                    str(ROOT / "spank/plugin/pidfd.c"), str(ROOT / "spank/plugin/extracted.c"),
+                    *core], check=True)
     return out
 
 
