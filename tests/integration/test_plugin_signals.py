@@ -89,6 +89,23 @@ def image(cluster: Cluster) -> str:
     return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
 
 
+LOCAL_CACHE = "/var/lib/squall/cache/1000"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def from_squashfuse(cluster: Cluster, proctrack: str) -> Iterator[None]:
+    """Containers start from the squashfs file, through squashfuse, the runtime path job
+    signals break: the user's node-local cache of extracted images is emptied and made
+    unwritable, so nothing is extracted (test_plugin_localcache.py covers the cache)."""
+    for node in cluster.nodes:
+        cluster.run(f"install -d -o 1000 -g 1000 {LOCAL_CACHE} && chmod -R u+w {LOCAL_CACHE}"
+                    f" && rm -rf {LOCAL_CACHE}/* && chmod 0500 {LOCAL_CACHE}",
+                    node=node, user="root")
+    yield
+    for node in cluster.nodes:
+        cluster.run(f"chmod 0700 {LOCAL_CACHE}", node=node, user="root", check=False)
+
+
 def wait_for(cluster: Cluster, cmd: str, what: str, timeout: float = 60,
              node: str = "login", user: str = "squall") -> str:
     deadline = time.monotonic() + timeout
