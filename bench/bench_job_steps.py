@@ -124,6 +124,24 @@ def tar_ms_in_job(cluster: Cluster, step: str, tree: str, steps: int,
     return [int(x) / 1000 for x in res.out.split()]
 
 
+def warm_cache(cluster: Cluster, image: str, extra: str) -> None:
+    """Keep a job with image on NODE until the node's extracted copy of it is complete
+    (a new job's step then says "extracted cache hit")."""
+    job = cluster.run(f"sbatch --parsable -N1 -w {NODE} -o /dev/null --wrap "
+                      f"'srun --container-image={image} {extra} sleep 900'").out.strip()
+    probe = f"srun -N1 -w {NODE} --container-image={image} {extra} --container-log=verbose true"
+    deadline = time.monotonic() + 900
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(3)
+            if "extracted cache hit" in cluster.run(probe, check=False).err:
+                return
+        raise SystemExit(f"bench_job_steps: {image} was not extracted on {NODE} in 900 s")
+    finally:
+        cluster.run(f"scancel {job}")
+        time.sleep(3)
+
+
 def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
@@ -136,6 +154,10 @@ def main() -> int:
     ap.add_argument("--reads", type=int, default=5)
     ap.add_argument("--extra-srun", default="", help="flags added to every container step")
     ap.add_argument("--note", default="")
+    ap.add_argument("--warm-cache", action="store_true",
+                    help="first let each image's node-local extracted copy complete (issue 12)")
+    ap.add_argument("--per-step-flags", default="",
+                    help="also measure steps with these flags (e.g. --no-container-reuse)")
     opts = ap.parse_args()
 
     cluster = Cluster(Path(os.environ.get("SQUALL_FSX", ROOT / ".cluster" / "fsx")))
@@ -153,6 +175,10 @@ def main() -> int:
     # Warm up: page cache of the images, the nodes' Slurm paths.
     for args in (f"-N1 -w {NODE}", c100, c2g, f"-N1 -w {NODE} --container-image={sf} {x}"):
         ms_loop(cluster, f"srun {args} true", 2)
+    if opts.warm_cache:
+        for img in (img100, img2g, sf):
+            warm_cache(cluster, img, x)
+    per = opts.per_step_flags
 
     cases: dict[str, list[float]] = {}
     rounds = opts.runs
@@ -161,7 +187,10 @@ def main() -> int:
         for name, cmd in (("bare srun (new job)", f"srun -N1 -w {NODE} true"),
                           ("first container step, 100 MB", f"srun {c100} true"),
                           ("first container step, 2 GB", f"srun {c2g} true"),
-                          ("first container step, 8 tasks, 100 MB", f"srun -n8 -O {c100} true")):
+                          ("first container step, 8 tasks, 100 MB", f"srun -n8 -O {c100} true"),
+                          *([("container step, " + per + ", 100 MB", f"srun {c100} {per} true"),
+                             ("container step, " + per + ", 2 GB", f"srun {c2g} {per} true")]
+                            if per else [])):
             cases.setdefault(name, []).extend(ms_loop(cluster, cmd, 1))
     for _ in range(max(1, rounds // 3)):
         cases.setdefault("bare step in a job", []).extend(
@@ -178,6 +207,10 @@ def main() -> int:
                 tar_ms(cluster, f"srun -N1 -w {NODE}", path, 1))
         reads.setdefault("in the container, first step", []).extend(
             tar_ms(cluster, f"srun -N1 -w {NODE} --container-image={sf} {x}", TREE, 1))
+        if per:
+            reads.setdefault(f"in the container, {per} (squashfuse)", []).extend(
+                tar_ms(cluster, f"srun -N1 -w {NODE} --container-image={sf} {x} {per}",
+                       TREE, 1))
     for _ in range(max(1, opts.reads // 3)):
         reads.setdefault("in the container, later steps of a job", []).extend(
             tar_ms_in_job(cluster, f"--container-image={sf} {x}", TREE, 4)[1:])
