@@ -14,11 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "extracted.h"
 #include "kept.h"
 #include "lifecycle.h"
 #include "mountinfo.h"
 #include "pidfd.h"
 #include "procstat.h"
+#include "report.h"
 
 #define ATTACH_WAIT_S 300     /* a kept container being started by another step */
 #define LAYER_WAIT_MS 30000
@@ -309,4 +311,104 @@ int sq_kept_layer_id(const struct sq_container *c, unsigned long long *dev,
 	*dev = (unsigned long long)st.st_dev;
 	*ino = (unsigned long long)st.st_ino;
 	return 0;
+}
+
+/* Where the job's kept container starts from: the image's extracted tree when the
+ * node-local cache has it (its own key: a container from the tree is another container),
+ * else the image, with its extraction started in the background (extracted.h). args gets
+ * the keeper's cache arguments; the strings live in the caller's buffers. */
+static void kept_source(const struct sq_kept_step *s, struct sq_start_request *req,
+			const char **args, char *identity, size_t idlen, char *data_dir,
+			size_t datalen, char *cache_key, char *max_bytes, size_t maxlen)
+{
+	const char *tool = sq_extracted_tool();
+
+	snprintf(identity, idlen, "%s", s->identity ? s->identity : "");
+	if (!s->cache_dir[0] || s->image_path == NULL || s->identity == NULL || tool == NULL ||
+	    sq_extracted_key(s->image_path, s->identity, cache_key) < 0)
+		return;
+	if (sq_extracted_ready(s->cache_dir, cache_key)) {
+		snprintf(identity, idlen, "%s/extracted-%s", s->identity, cache_key);
+		snprintf(data_dir, datalen, "%s/kept-%u-%s.d", s->runtime_dir, (unsigned)s->jobid,
+			 cache_key);
+		if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
+			return;
+		req->target = "rootfs";
+		args[0] = "--use-cache";
+		args[1] = s->cache_dir;
+		args[2] = cache_key;
+		args[3] = data_dir;
+		args[4] = NULL;
+		return;
+	}
+	snprintf(max_bytes, maxlen, "%llu", (unsigned long long)s->cache_gb << 30);
+	args[0] = "--fill-cache";
+	args[1] = s->cache_dir;
+	args[2] = cache_key;
+	args[3] = s->image_path;
+	args[4] = tool;
+	args[5] = max_bytes;
+	args[6] = NULL;
+}
+
+int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
+		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
+		  char *err, size_t errlen)
+{
+	struct sq_life_input in = s->life;
+	struct sq_start_request req = *req0;
+	struct sq_life_plan plan;
+	struct sq_kept_request kr;
+	const char *args[8] = { NULL };
+	char key[33], what[48], identity[128], data_dir[PATH_MAX + 64], cache_key[33] = "";
+	char max_bytes[32];
+	unsigned long long dev, ino;
+	int started = 0;
+
+	note[0] = '\0';
+	kept_source(s, &req, args, identity, sizeof(identity), data_dir, sizeof(data_dir),
+		    cache_key, max_bytes, sizeof(max_bytes));
+	if (sq_kept_key(req0, identity, key) < 0)
+		return 0;
+	in.kept = sq_kept_state(s->runtime_dir, s->jobid, key);
+	sq_life_decide(&in, &plan);
+	*served = plan.why;
+	if (plan.action == SQ_LIFE_START_STEP)
+		return 0;
+	kr = (struct sq_kept_request){ s->runtime_dir, s->jobid, key, &req, s->idle_s, args };
+	if (sq_kept_attach(c, &kr, &started, err, errlen) < 0)
+		return -1;
+	sq_phase_end(started ? "start container (kept for the job)" : "kept container reused");
+	if (started) {
+		snprintf(what, sizeof(what), "kept-%s", key);
+		/* Only the job epilog's safety net needs it: note it, go on. */
+		sq_keeper_record(s->runtime_dir, s->jobid, what, &c->keeper, note, notelen);
+		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
+			*served = "started from the node's extracted copy (extracted cache hit), "
+				  "kept for the job";
+		else if (args[0] != NULL)
+			*served = "started from the image, kept for the job; extracting it on this "
+				  "node in the background";
+		else
+			*served = "started from the image, kept for the job";
+	} else {
+		*served = strcmp(req.target, "rootfs") == 0 ?
+			"kept container of the job reused (no runtime start; extracted copy)" :
+			"kept container of the job reused (no runtime start)";
+	}
+	if (sq_kept_layer(c, s->layer_path, req.cred, err, errlen) < 0) {
+		/* The node cannot make layers (an old kernel): a container for each step. */
+		snprintf(note, notelen, "no fresh layer on the kept container (%s): starting one "
+			 "for the step", err);
+		sq_container_stop(c);
+		sq_container_init(c);
+		in.layer_failed = 1;
+		sq_life_decide(&in, &plan);
+		*served = plan.why;
+		return 0;
+	}
+	sq_phase_end("fresh layer");
+	if (sq_kept_layer_id(c, &dev, &ino) == 0)
+		sq_layer_record(s->runtime_dir, s->jobid, s->stepid, dev, ino);
+	return 1;
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "container.h"
+#include "lifecycle.h"
 
 struct sq_kept_request {
 	const char *runtime_dir;                 /* the user's, RUNTIME_PATH/UID */
@@ -28,6 +29,28 @@ struct sq_kept_request {
 	const char *const *extra_args;           /* more keeper arguments when it starts
 						  * (--use-cache / --fill-cache), or NULL */
 };
+
+/* What a step brings to the decision (lifecycle.h) and to the kept container. */
+struct sq_kept_step {
+	const char *runtime_dir;      /* RUNTIME_PATH/UID */
+	uint32_t jobid, stepid;
+	const char *image_path;       /* the resolved .sqsh, NULL without one */
+	const char *identity;         /* its identity (image.h) */
+	const char *cache_dir;        /* LOCAL_CACHE/UID, "" when none (extracted.h) */
+	int cache_gb;                 /* its limit */
+	const char *layer_path;       /* squall-layer */
+	int idle_s;                   /* the keeper's idle time */
+	struct sq_life_input life;    /* reuse, flag, named, save, batch, entrypoint */
+};
+
+/* Serve the step from the job's kept container, as sq_life_decide rules: start it (from
+ * the node's extracted copy of the image when there is one, else from the image with its
+ * extraction started) or find it, then make the step's layer; records for the epilog.
+ * 1 served (c holds it); 0 the caller starts a container for the step (note may say
+ * why, for the log); -1 failed with err. *served: how, for the verbose log. */
+int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req,
+		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
+		  char *err, size_t errlen);
 
 /* The kept container's key for a start request (sq_life_key over the runtime, target,
  * image identity, flags, conf and rc text, and environment). 0 ok, -1 unreadable. */

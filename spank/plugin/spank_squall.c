@@ -34,11 +34,9 @@
 #include "container.h"
 #include "efa.h"
 #include "env.h"
-#include "extracted.h"
 #include "image.h"
 #include "keeper.h"
 #include "kept.h"
-#include "lifecycle.h"
 #include "mounts.h"
 #include "mounts_exist.h"
 #include "named.h"
@@ -449,112 +447,25 @@ static int join_running(const char *scope)
 	return 1;
 }
 
-/* Where the job's kept container starts from: the image's extracted tree when the
- * node-local cache has it (its own key: a container from the tree is another container),
- * else the image, with its extraction started in the background (extracted.h). */
-static void kept_source(struct sq_start_request *req, const char **args, char *identity,
-			size_t idlen, char *data_dir, size_t datalen, char *cache_key,
-			char *max_bytes)
-{
-	const char *tool = sq_extracted_tool();
-
-	snprintf(identity, idlen, "%s", st.image.identity);
-	if (!st.cache_dir[0] || st.image.path == NULL || tool == NULL ||
-	    sq_extracted_key(st.image.path, st.image.identity, cache_key) < 0)
-		return;
-	if (sq_extracted_ready(st.cache_dir, cache_key)) {
-		snprintf(identity, idlen, "%s/extracted-%s", st.image.identity, cache_key);
-		snprintf(data_dir, datalen, "%s/kept-%u-%s.d", st.runtime_dir, (unsigned)st.jobid,
-			 cache_key);
-		if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
-			return;
-		req->target = "rootfs";
-		args[0] = "--use-cache";
-		args[1] = st.cache_dir;
-		args[2] = cache_key;
-		args[3] = data_dir;
-		args[4] = NULL;
-		return;
-	}
-	snprintf(max_bytes, 32, "%llu", (unsigned long long)cfg.local_cache_gb << 30);
-	args[0] = "--fill-cache";
-	args[1] = st.cache_dir;
-	args[2] = cache_key;
-	args[3] = st.image.path;
-	args[4] = tool;
-	args[5] = max_bytes;
-	args[6] = NULL;
-}
-
-/* The job's kept container (lifecycle.h, kept.h): 1 when the step is served by it (or
- * failed: error kept), 0 when a container must be started for the step. */
-static int use_kept_container(const struct sq_start_request *req0, int want_save, char *err,
+/* The job's kept container (kept.h): 1 when the step is served by it (or failed: error
+ * kept), 0 when a container must be started for the step. */
+static int use_kept_container(const struct sq_start_request *req, int want_save, char *err,
 			      size_t errlen)
 {
-	int entrypoint = (sq_args.entrypoint >= 0 ? sq_args.entrypoint :
-			  cfg.execute_entrypoint) == 1;
-	struct sq_life_input in = { cfg.container_reuse, sq_args.reuse, 0, want_save,
-				    st.stepid == SQ_STEP_BATCH, entrypoint, SQ_KEPT_NONE, 0 };
-	struct sq_start_request req = *req0;
-	struct sq_life_plan plan;
-	struct sq_kept_request kr;
-	const char *args[8] = { NULL };
-	char key[33], what[48], identity[128], data_dir[PATH_MAX + 64], cache_key[33] = "";
-	char max_bytes[32];
-	int started = 0;
+	struct sq_kept_step ks = {
+		st.runtime_dir, st.jobid, st.stepid, st.image.path, st.image.identity,
+		st.cache_dir, cfg.local_cache_gb, SQ_LAYER, SQ_KEPT_IDLE_S,
+		{ cfg.container_reuse, sq_args.reuse, 0, want_save, st.stepid == SQ_STEP_BATCH,
+		  (sq_args.entrypoint >= 0 ? sq_args.entrypoint : cfg.execute_entrypoint) == 1,
+		  SQ_KEPT_NONE, 0 } };
+	char note[1024] = "";
+	int r = sq_kept_serve(&st.ctr, req, &ks, &st.served, note, sizeof(note), err, errlen);
 
-	kept_source(&req, args, identity, sizeof(identity), data_dir, sizeof(data_dir),
-		    cache_key, max_bytes);
-	if (sq_kept_key(req0, identity, key) < 0)
-		return 0;
-	in.kept = sq_kept_state(st.runtime_dir, st.jobid, key);
-	sq_life_decide(&in, &plan);
-	st.served = plan.why;
-	if (plan.action == SQ_LIFE_START_STEP)
-		return 0;
-	kr = (struct sq_kept_request){ st.runtime_dir, st.jobid, key, &req, SQ_KEPT_IDLE_S,
-				       args };
-	if (sq_kept_attach(&st.ctr, &kr, &started, err, errlen) < 0) {
+	if (note[0])
+		slurm_info("squall: %s", note);
+	if (r < 0)
 		fail(err);
-		return 1;
-	}
-	sq_phase_end(started ? "start container (kept for the job)" : "kept container reused");
-	if (started) {
-		snprintf(what, sizeof(what), "kept-%s", key);
-		if (sq_keeper_record(st.runtime_dir, st.jobid, what, &st.ctr.keeper, err,
-				     errlen) < 0)
-			slurm_info("squall: %s", err);
-		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
-			st.served = "started from the node's extracted copy (extracted cache hit), "
-				    "kept for the job";
-		else if (args[0] != NULL)
-			st.served = "started from the image, kept for the job; extracting it on "
-				    "this node in the background";
-		else
-			st.served = "started from the image, kept for the job";
-	} else {
-		st.served = strcmp(req.target, "rootfs") == 0 ?
-			"kept container of the job reused (no runtime start; extracted copy)" :
-			"kept container of the job reused (no runtime start)";
-	}
-	if (sq_kept_layer(&st.ctr, SQ_LAYER, req.cred, err, errlen) < 0) {
-		/* The node cannot make layers (an old kernel): a container for each step. */
-		slurm_info("squall: no fresh layer on the kept container (%s): starting one for "
-			   "the step", err);
-		sq_container_stop(&st.ctr);
-		sq_container_init(&st.ctr);
-		in.layer_failed = 1;
-		sq_life_decide(&in, &plan);
-		st.served = plan.why;
-		return 0;
-	}
-	sq_phase_end("fresh layer");
-	{
-		unsigned long long dev, ino;
-		if (sq_kept_layer_id(&st.ctr, &dev, &ino) == 0)
-			sq_layer_record(st.runtime_dir, st.jobid, st.stepid, dev, ino);
-	}
-	return 1;
+	return r != 0;
 }
 
 static void user_init_steps(spank_t sp)
