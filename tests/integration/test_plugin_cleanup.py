@@ -61,14 +61,14 @@ def test_nothing_left_after_scancel_of_a_running_container_step(cluster: Cluster
     jobid = cluster.sbatch(script, f"-N1 -w {NODE} -o /dev/null")
     try:
         cluster.wait_job(jobid, {"RUNNING"}, timeout=60)
-        # The container is up: its command and the runtime's squashfuse run as the user.
+        # The container is up: its command and the runtime (its keeper) run as the user.
         deadline = time.monotonic() + 30
         while not cluster.run("pgrep -u squall -x sleep", node=NODE, user="root",
                               check=False).out.strip():
             assert time.monotonic() < deadline, "the container step never started"
             time.sleep(0.5)
         procs = cluster.run("pgrep -a -u squall", node=NODE, user="root").out
-        assert "squashfuse" in procs, procs
+        assert "squall-keeper" in procs, procs
     finally:
         cluster.run(f"scancel {jobid}")
     cluster.wait_job(jobid, {"CANCELLED"}, timeout=60)
