@@ -8,10 +8,31 @@ role=${SQUALL_ROLE:-compute}
 # Unprivileged container starts mount squashfs images through FUSE.
 [ -c /dev/fuse ] && chmod 0666 /dev/fuse
 
+# Process tracking (docs/cluster.md): cgroup (default) or linuxproc, chosen at cluster-up.
+case "${SQUALL_PROCTRACK:-cgroup}" in
+  cgroup)
+    # Docker mounts this container's own cgroup of each v1 controller, read-only: a
+    # subtree per node, so the nodes' Slurm cgroups never collide. Make it writable.
+    for d in /sys/fs/cgroup/*/; do
+      if mountpoint -q "$d"; then mount -o remount,rw,bind "$d"; fi
+    done
+    ;;
+  linuxproc)
+    sed -i -e 's|^ProctrackType=.*|ProctrackType=proctrack/linuxproc|' \
+      -e 's|^TaskPlugin=.*|TaskPlugin=task/none|' /etc/slurm/slurm.conf
+    ;;
+  *) echo "node-init: SQUALL_PROCTRACK='$SQUALL_PROCTRACK': use cgroup or linuxproc" >&2; exit 2 ;;
+esac
+
 install -d -o squall -g squall /fsx/home /fsx/home/squall /fsx/squall /fsx/squall/images /fsx/images
 install -d -o munge -g munge -m 0755 /run/munge
 install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
 install -d -m 0755 /run/squall
+# The node's local disk for squall's cache of extracted images (plugstack local_cache): a
+# directory of the host's disk, as a real node's NVMe or instance store would be (the
+# node's own / is Docker's fuse-overlayfs). Removed with /fsx by `cluster.sh down`.
+install -d -m 0755 "/fsx/.node-local/$(hostname)" /var/lib/squall
+mountpoint -q /var/lib/squall || mount --bind "/fsx/.node-local/$(hostname)" /var/lib/squall
 
 # Per-node plugstack arguments (e.g. node3 points its EFA roots at a stand-in tree).
 # Rebuilt from the image's copy at every start, so a restarted node does not repeat them.

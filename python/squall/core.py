@@ -28,6 +28,7 @@ except ImportError as exc:  # a checkout where `make core` has not run, or a bro
 __all__ = [
     "Flag",
     "ImageRef",
+    "LifecyclePlan",
     "Mount",
     "PlugstackConfig",
     "StepOptions",
@@ -37,6 +38,9 @@ __all__ = [
     "container_flags",
     "env_denied",
     "keep_environ_lines",
+    "lifecycle_decide",
+    "lifecycle_env_step_specific",
+    "lifecycle_key",
     "merge_environment",
     "overlay_environment",
     "parse_container_name",
@@ -313,6 +317,7 @@ class StepOptions:
     nccl_debug: str | None = None
     log: str | None = None
     unshare: str | None = None   # canonical "net,ipc,uts" order; None: share the node's
+    reuse: bool | None = None
 
 
 def resolve_step_options(
@@ -346,7 +351,7 @@ def resolve_step_options(
             remap_root=_tri(opts.remap_root), entrypoint=_tri(opts.entrypoint),
             entrypoint_log=_tri(opts.entrypoint_log), writable=_tri(opts.writable),
             env=_str(opts.env), efa=_EFA[opts.efa], nccl_debug=_str(opts.nccl_debug),
-            log=_LOG[opts.log], unshare=_unshare_str(opts.unshare),
+            log=_LOG[opts.log], unshare=_unshare_str(opts.unshare), reuse=_tri(opts.reuse),
         )
     finally:
         lib.sq_opts_free(opts)
@@ -372,6 +377,9 @@ class PlugstackConfig:
     use_enroot_load: bool
     importer: str | None
     container_name_strict: bool
+    container_reuse: bool
+    local_cache: str
+    local_cache_gb: int
 
 
 def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
@@ -394,6 +402,8 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
             sbatch_support=bool(cfg.sbatch_support), log=_LOG[cfg.log] or "",
             use_squashfuse=bool(cfg.use_squashfuse), use_enroot_load=bool(cfg.use_enroot_load),
             importer=_str(cfg.importer), container_name_strict=bool(cfg.container_name_strict),
+            container_reuse=bool(cfg.container_reuse),
+            local_cache=_str(cfg.local_cache) or "", local_cache_gb=int(cfg.local_cache_gb),
         )
     finally:
         lib.sq_config_free(cfg)
@@ -502,3 +512,55 @@ def render_enroot_conf(
         return _str(out[0]) or ""
     finally:
         lib.sq_str_free(out[0])
+
+
+# --- container lifecycle -------------------------------------------------------------
+
+_LIFE_ACTIONS = {1: "start-step", 2: "start-kept", 3: "renew"}
+_KEPT_STATES = {"none": 0, "live": 1, "stale": 2}
+
+
+@dataclass(frozen=True)
+class LifecyclePlan:
+    """What a step does with the node's container (spank/core/lifecycle.h).
+
+    action: ``start-step`` (a container for this step alone), ``start-kept`` (start the
+    job's kept container, then a fresh layer for the step) or ``renew`` (a fresh layer on
+    the running kept container); forget: remove a stale record first; why: the verbose
+    log's words."""
+
+    action: str
+    forget: bool
+    why: str
+
+
+def lifecycle_decide(*, reuse: bool = True, flag: bool | None = None, named: bool = False,
+                     save: bool = False, batch: bool = False, entrypoint: bool = False,
+                     kept: str = "none", layer_failed: bool = False) -> LifecyclePlan:
+    """The plugin's start/renew decision, from the same C function."""
+    if kept not in _KEPT_STATES:
+        raise SquallError(f"kept state {kept!r}: use one of {', '.join(_KEPT_STATES)}")
+    inp = ffi.new("struct sq_life_input *", {
+        "reuse": int(reuse), "flag": -1 if flag is None else int(flag), "named": int(named),
+        "save": int(save), "batch": int(batch), "entrypoint": int(entrypoint),
+        "kept": _KEPT_STATES[kept],
+        "layer_failed": int(layer_failed)})
+    plan = ffi.new("struct sq_life_plan *")
+    if lib.sq_life_decide(inp, plan) != 0:
+        raise SquallError(f"lifecycle decision: {_str(plan.why)}")
+    return LifecyclePlan(_LIFE_ACTIONS[plan.action], bool(plan.forget), _str(plan.why) or "")
+
+
+def lifecycle_env_step_specific(name: str) -> bool:
+    """Is ``name`` left out of a kept container's key (it differs between steps)?"""
+    return bool(lib.sq_life_env_step_specific(_cstr("variable name", name)))
+
+
+def lifecycle_key(parts: Sequence[_Text], env: Mapping[str, str] | Iterable[str]) -> str:
+    """The key of a kept container: 32 hex digits over ``parts`` and the environment."""
+    p = _CArray("key part", parts)
+    e = _CArray("environment", _env_items(env))
+    out = ffi.new("char[33]")
+    if lib.sq_life_key(p.ptr, e.ptr, out) != 0:
+        raise SquallError("lifecycle key: out of memory")
+    return _str(out) or ""

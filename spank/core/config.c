@@ -12,7 +12,7 @@
 
 #define WHAT "plugstack.conf"
 
-enum kind { K_PATH, K_OPTPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG };
+enum kind { K_PATH, K_OPTPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG, K_GB };
 
 struct key {
 	const char *name;
@@ -39,6 +39,9 @@ static const struct key keys[] = {
 	{ "use_enroot_load", K_BOOL, "0", F(use_enroot_load) },
 	{ "importer", K_OPTPATH, NULL, F(importer) },
 	{ "container_name_strict", K_BOOL, "0", F(container_name_strict) },
+	{ "container_reuse", K_BOOL, "1", F(container_reuse) },
+	{ "local_cache", K_PATH, "/var/lib/squall/cache", F(local_cache) },
+	{ "local_cache_gb", K_GB, "20", F(local_cache_gb) },
 };
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -91,6 +94,15 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 		return sq_efa_setting_parse(what, value, ip, err, errlen);
 	case K_LOG:
 		return sq_log_setting_parse(what, value, ip, err, errlen);
+	case K_GB: {
+		char *end;
+		long v = strtol(value, &end, 10);
+		if (value[0] < '0' || value[0] > '9' || *end != '\0' || v < 0 || v > 100000)
+			return sq_errf(err, errlen, WHAT ": '%s': %s must be a whole number of GiB "
+				       "from 0 (off) to 100000", show, k->name);
+		*ip = (int)v;
+		return 0;
+	}
 	}
 	return sq_errf(err, errlen, WHAT ": internal error on %s", k->name);
 }
@@ -105,6 +117,7 @@ void sq_config_free(struct sq_config *c)
 	free(c->efa_dev_root);
 	free(c->efa_opt_root);
 	free(c->importer);
+	free(c->local_cache);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -140,7 +153,8 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 			sq_errf(err, errlen, WHAT ": unknown argument '%s' (known: runtime_path, enroot, "
 				"sqshbuild, image_cache, container_scope, execute_entrypoint, efa, "
 				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log, "
-				"use_squashfuse, use_enroot_load, importer, container_name_strict)", show);
+				"use_squashfuse, use_enroot_load, importer, container_name_strict, "
+				"container_reuse, local_cache, local_cache_gb)", show);
 			goto fail;
 		}
 		if (given[k]) {

@@ -24,6 +24,9 @@
  *                                                   (Pyxis's `get URI` / `release` protocol)
  *   container_name_strict 0                         boolean: a named container found with
  *                                                   another image is refused, not reused
+ *   container_reuse     1                           0 | 1 (default of --[no-]container-reuse)
+ *   local_cache         /var/lib/squall/cache       absolute; node-local extracted images
+ *   local_cache_gb      20                          0..100000 per user (0: no local cache)
  *
  * Booleans take Pyxis's spellings, any case: 1 true yes y (on) and 0 false no n (off).
  * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
@@ -58,6 +61,9 @@ struct sq_config {
 	int use_enroot_load;     /* 0 | 1 */
 	char *importer;          /* NULL: none */
 	int container_name_strict; /* 0 | 1 */
+	int container_reuse;     /* 0 | 1: later steps of a job reuse the node's container */
+	char *local_cache;       /* node-local cache of extracted images (nodecache.h) */
+	int local_cache_gb;      /* its size limit per user in GiB; 0: not used */
 };
 
 /* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).

@@ -55,6 +55,10 @@ static const struct sq_flag flags[SQ_OPT_COUNT] = {
 	  "[squall] verbose: print per-phase timings (image, start, join)" },
 	{ SQ_OPT_UNSHARE, "container-unshare", 1, "NS[,NS...]",
 	  "[squall] new namespaces for the container: net, ipc, uts (comma-separated)" },
+	{ SQ_OPT_REUSE, "container-reuse", 0, NULL,
+	  "[squall] later steps of the job reuse this node's container (a fresh layer each)" },
+	{ SQ_OPT_NO_REUSE, "no-container-reuse", 0, NULL,
+	  "[squall] start a container for this step alone" },
 };
 
 size_t sq_opt_flag_count(void)
@@ -93,6 +97,8 @@ static int slot_of(int id)
 		return SQ_OPT_ENTRYPOINT;
 	case SQ_OPT_READONLY:
 		return SQ_OPT_WRITABLE;
+	case SQ_OPT_NO_REUSE:
+		return SQ_OPT_REUSE;
 	default:
 		return id;
 	}
@@ -110,6 +116,8 @@ static int opposite(int slot)
 		return SQ_OPT_NO_ENTRYPOINT;
 	case SQ_OPT_WRITABLE:
 		return SQ_OPT_READONLY;
+	case SQ_OPT_REUSE:
+		return SQ_OPT_NO_REUSE;
 	default:
 		return -1;
 	}
@@ -118,7 +126,7 @@ static int opposite(int slot)
 static int is_negative(int id)
 {
 	return id == SQ_OPT_NO_MOUNT_HOME || id == SQ_OPT_NO_REMAP_ROOT ||
-	       id == SQ_OPT_NO_ENTRYPOINT || id == SQ_OPT_READONLY;
+	       id == SQ_OPT_NO_ENTRYPOINT || id == SQ_OPT_READONLY || id == SQ_OPT_NO_REUSE;
 }
 
 int sq_opt_env_name(int id, const char *prefix, char *buf, size_t buflen)
@@ -147,7 +155,7 @@ void sq_opts_init(struct sq_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->name_mode = SQ_NAME_AUTO;
 	o->mount_home = o->remap_root = o->entrypoint = -1;
-	o->entrypoint_log = o->writable = -1;
+	o->entrypoint_log = o->writable = o->reuse = -1;
 	o->efa = SQ_EFA_SETTING_UNSET;
 	o->log = SQ_LOG_UNSET;
 	for (i = 0; i < SQ_OPT_COUNT; i++) {
@@ -409,6 +417,7 @@ static void store(struct sq_opts *o, int id, struct parsed *p)
 	case SQ_OPT_EFA: o->efa = p->ival; break;
 	case SQ_OPT_LOG: o->log = p->ival; break;
 	case SQ_OPT_UNSHARE: o->unshare = p->ival; break;
+	case SQ_OPT_REUSE: o->reuse = p->ival; break;
 	}
 	if (field != NULL) {
 		free(*field);
@@ -550,7 +559,8 @@ int sq_opts_check(const struct sq_opts *o, char *warn, size_t warnlen, char *err
 		if ((i == SQ_OPT_MOUNT_HOME && o->mount_home == 0) ||
 		    (i == SQ_OPT_REMAP_ROOT && o->remap_root == 0) ||
 		    (i == SQ_OPT_ENTRYPOINT && o->entrypoint == 0) ||
-		    (i == SQ_OPT_WRITABLE && o->writable == 0))
+		    (i == SQ_OPT_WRITABLE && o->writable == 0) ||
+		    (i == SQ_OPT_REUSE && o->reuse == 0))
 			name = flags[opposite(i)].name;
 		sq_buf_addf(&b, "%s--%s", b.len ? ", " : "", name);
 	}

@@ -47,6 +47,8 @@ enum sq_opt_id {
 	SQ_OPT_NCCL_DEBUG,       /* --container-nccl-debug[=VERSION|WARN|INFO|TRACE] (squall; INFO) */
 	SQ_OPT_LOG,              /* --container-log=quiet|verbose (squall) */
 	SQ_OPT_UNSHARE,          /* --container-unshare=NS[,NS...] (net, ipc, uts; Pyxis 0.24) */
+	SQ_OPT_REUSE,            /* --container-reuse (squall): keep the container for the job */
+	SQ_OPT_NO_REUSE,         /* --no-container-reuse (squall): a container for this step */
 	SQ_OPT_COUNT
 };
 
@@ -113,6 +115,7 @@ struct sq_opts {
 	char *nccl_debug;        /* upper-case NCCL_DEBUG level */
 	int log;                 /* enum sq_log_setting */
 	int unshare;             /* SQ_NS_* bits (unshare.h); 0: share the node's */
+	int reuse;               /* -1 unset (plugstack container_reuse), 0 no, 1 yes */
 	/* bookkeeping for the precedence rules, indexed by the setting's primary id */
 	int source[SQ_OPT_COUNT];        /* enum sq_opt_source */
 	char *given[SQ_OPT_COUNT];       /* normalised value as given, for "same value twice" */

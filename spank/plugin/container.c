@@ -16,9 +16,6 @@
 #include "pidfd.h"
 #include "procstat.h"
 
-#define STOP_GRACE_MS 10000
-#define KILL_GRACE_MS 3000
-
 void sq_container_init(struct sq_container *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -26,6 +23,7 @@ void sq_container_init(struct sq_container *c)
 	c->pidfd = c->ns_user = c->ns_mnt = c->ns_cgroup = c->root_fd = c->cwd_fd = -1;
 	c->child.pid = -1;
 	c->child.out_fd = c->child.err_fd = -1;
+	sq_keeper_init(&c->keeper);
 }
 
 static void close_fd(int *fd)
@@ -103,7 +101,8 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 {
 	char path[64];
 
-	c->pidfd = sq_pidfd_open(c->pid);
+	if (c->pidfd < 0)
+		c->pidfd = sq_pidfd_open(c->pid);
 	if (c->pidfd < 0) {
 		snprintf(err, errlen, "cannot hold the container process %d (pidfd_open: %s); "
 			 "a Linux kernel 5.3 or newer is needed", (int)c->pid, strerror(errno));
@@ -137,54 +136,51 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	return read_environ(c, err, errlen);
 }
 
-static void start_failure(struct sq_container *c, const char *why, char *err, size_t errlen)
+int sq_container_hold(struct sq_container *c, pid_t pid, int pidfd, char *err, size_t errlen)
 {
-	sq_child_failure(&c->child, "container start", why, err, errlen);
+	c->pid = pid;
+	c->pidfd = pidfd;
+	c->starttime = 0;
+	c->owned = 0;
+	return hold(c, err, errlen);
 }
 
-/* 1 when /proc/PID/stat says the process is stopped ('T'). A stop is reported by
- * waitpid only once, and another waiter in slurmstepd may take it: the state in /proc
- * cannot be taken away. */
-static int proc_stopped(pid_t pid)
+int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen)
 {
-	unsigned long long start;
-	char state;
+	char path[64];
+	int mnt, root, cwd;
 
-	return sq_procstat_read(pid, &state, &start) == 0 && state == 'T';
-}
-
-/* waitpid(WUNTRACED) with a deadline: polls, 1 ms apart at first (a start takes
- * a few hundred ms), then 20 ms. Returns the pid, 0 on timeout, -1 on error. */
-static pid_t wait_stop_or_exit(pid_t pid, int *status, int timeout_s)
-{
-	struct timespec nap = { 0, 1000000 };
-	double deadline = (double)timeout_s;
-	double waited = 0;
-	pid_t got;
-
-	for (;;) {
-		got = waitpid(pid, status, WUNTRACED | WNOHANG);
-		if (got != 0 && !(got < 0 && errno == EINTR))
-			return got;
-		if (proc_stopped(pid)) {
-			*status = 0x137f;   /* as waitpid reports a stop by SIGSTOP */
-			return pid;
-		}
-		if (timeout_s > 0 && waited >= deadline)
-			return 0;
-		if (waited > 2.0)
-			nap.tv_nsec = 20000000;
-		nanosleep(&nap, NULL);
-		waited += (double)nap.tv_nsec / 1e9;
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	mnt = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
+	cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (mnt < 0 || root < 0 || cwd < 0) {
+		snprintf(err, errlen, "cannot hold the step's layer (process %d): %s", (int)pid,
+			 strerror(errno));
+		if (mnt >= 0)
+			close(mnt);
+		if (root >= 0)
+			close(root);
+		if (cwd >= 0)
+			close(cwd);
+		return -1;
 	}
+	close_fd(&c->ns_mnt);
+	close_fd(&c->root_fd);
+	close_fd(&c->cwd_fd);
+	c->ns_mnt = mnt;
+	c->root_fd = root;
+	c->cwd_fd = cwd;
+	return 0;
 }
 
 int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 		       char *err, size_t errlen)
 {
 	const char *argv[16];
-	int n = 0, status;
-	pid_t got;
+	int n = 0;
 
 	argv[n++] = r->enroot;
 	argv[n++] = "start";
@@ -208,33 +204,10 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
 	argv[n++] = "kill -STOP $$; exit 0";
 	argv[n] = NULL;
 
-	if (sq_spawn(r->enroot, (char *const *)argv, r->envp, r->cred, &c->child, err, errlen) < 0)
+	c->uid = r->cred->uid;
+	if (sq_keeper_start(&c->keeper, r->keeper, r->keeper_args, (char *const *)argv, r->envp,
+			    r->cred, &c->child, r->timeout_s, &c->pid, &c->pidfd, err, errlen) < 0)
 		return -1;
-	c->pid = c->child.pid;
-	got = wait_stop_or_exit(c->pid, &status, r->timeout_s);
-	if (got == 0) {
-		snprintf(err, errlen, "container start failed: the runtime did not reach the "
-			 "container's first command within %d s (a wrapper around enroot must exec "
-			 "it, not run it as a child)", r->timeout_s);
-		kill(c->pid, SIGKILL);
-		while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
-			;
-		c->pid = -1;
-		return -1;
-	}
-	if (got != c->pid) {
-		snprintf(err, errlen, "lost track of the runtime (pid %d): %s", (int)c->pid,
-			 strerror(errno));
-		c->pid = -1;
-		return -1;
-	}
-	if (!WIFSTOPPED(status)) {
-		char why[64];
-		sq_status_text(status, why, sizeof(why));
-		start_failure(c, why, err, errlen);
-		c->pid = -1;      /* reaped */
-		return -1;
-	}
 	c->owned = 1;
 	if (hold(c, err, errlen) < 0)
 		return -1;
@@ -309,23 +282,12 @@ int sq_container_alive(const struct sq_container *c)
 
 void sq_container_stop(struct sq_container *c)
 {
-	if (!c->owned) {
-		/* Attached (or never started): another step owns the process. */
-	} else if (c->pidfd >= 0) {
-		/* Let the stopped shell run on to `exit 0`: the runtime then unmounts. */
-		sq_pidfd_signal(c->pidfd, SIGCONT);
-		if (sq_pidfd_wait_exit(c->pidfd, STOP_GRACE_MS) == 0) {
-			sq_pidfd_signal(c->pidfd, SIGKILL);
-			sq_pidfd_wait_exit(c->pidfd, KILL_GRACE_MS);
-		}
-	} else if (c->pid > 0) {
-		kill(c->pid, SIGKILL);
-	}
-	if (c->owned && c->pid > 0) {
-		/* slurmstepd may have reaped it already: ECHILD is fine. */
-		while (waitpid(c->pid, NULL, c->pidfd >= 0 ? WNOHANG : 0) < 0 && errno == EINTR)
-			;
-	}
+	/* Attached (or never started): another step owns the process. Owned: its keeper
+	 * ends it (keeper.h). */
+	if (c->kept)
+		sq_keeper_leave(&c->keeper);   /* the job's container lives on (kept.h) */
+	else if (c->owned)
+		sq_keeper_stop(&c->keeper, c->uid);
 	close_fd(&c->pidfd);
 	close_fd(&c->ns_user);
 	close_fd(&c->ns_mnt);
@@ -339,4 +301,5 @@ void sq_container_stop(struct sq_container *c)
 	c->pid = -1;
 	c->starttime = 0;
 	c->owned = 0;
+	c->kept = 0;
 }

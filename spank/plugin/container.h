@@ -5,16 +5,18 @@
  *
  * start: `enroot start [--rw] [--root] [--conf FILE] [--rc FILE] TARGET
  *        sh -c 'kill -STOP $$; exit 0'`
- *        as the job user; when that shell has stopped itself the container is fully set
- *        up. It is then held by a pidfd and by descriptors on its user, mount and cgroup
+ *        as the job user, under squall-keeper (keeper.h: outside slurmstepd's process
+ *        tree, job signals ignored); when that shell has stopped itself the container is
+ *        fully set up. It is then held by a pidfd and by descriptors on its user, mount and cgroup
  *        namespaces, its root and its working directory, and its environment is read.
  * join:  in each task before exec: setns user, mount, cgroup; chroot to the held root;
  *        chdir to the workdir (or the container's own working directory).
  * attach: hold a container another step started and still runs (a named container's
  *        first process, found through running.h), by its PID and start time: the same
  *        descriptors as after a start, but not owned.
- * stop:  owned: SIGCONT lets the shell exit 0 so the runtime tears down its mounts;
- *        SIGKILL if it does not go within the grace time; the process is reaped.
+ * stop:  owned: the keeper lets the shell exit 0 (SIGCONT) so the runtime tears down its
+ *        mounts, SIGKILLs it if it does not go within the grace time, and ends whatever
+ *        the runtime left in its session.
  *        attached: the descriptors are closed; the owner's step decides its end.
  */
 #ifndef SQUALL_PLUGIN_CONTAINER_H
@@ -23,6 +25,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "keeper.h"
 #include "runcmd.h"
 
 struct sq_container {
@@ -38,9 +41,13 @@ struct sq_container {
 	char *environ;          /* /proc/PID/environ block, NUL-separated */
 	size_t environ_len;
 	struct sq_child child;  /* the runtime's captured output */
+	struct sq_keeper keeper;  /* owned: the process that holds the runtime (keeper.h) */
+	uid_t uid;              /* owned: the job user */
+	int kept;               /* the job's kept container (kept.h): "bye" at step end */
 };
 
 struct sq_start_request {
+	const char *keeper;     /* squall-keeper, which runs the runtime (keeper.h) */
 	const char *enroot;     /* runtime executable */
 	const char *conf_path;  /* NULL: no --conf */
 	const char *rc_path;    /* NULL: no --rc (the image's /etc/rc runs) */
@@ -50,6 +57,7 @@ struct sq_start_request {
 	char *const *envp;      /* the runtime's environment */
 	const struct sq_cred *cred;
 	int timeout_s;          /* give up when the shell has not stopped by then (0: never) */
+	const char *const *keeper_args;  /* NULL, or the keeper's own (kept.h: --job ...) */
 };
 
 void sq_container_init(struct sq_container *c);
@@ -61,6 +69,12 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
  * -1 with err when it is there but cannot be held. */
 int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long starttime,
 			char *err, size_t errlen);
+/* Hold the container whose first process is pid, given as pidfd (taken over), as after a
+ * start (kept.h), not owned. 0 ok; -1 with err. */
+int sq_container_hold(struct sq_container *c, pid_t pid, int pidfd, char *err, size_t errlen);
+/* Hold the mount namespace, root and working directory of process pid (a step's layer,
+ * kept.h) instead of the container's. 0 ok; -1 with err. */
+int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen);
 /* In a task, before exec. workdir NULL: the container's working directory; relative:
  * from there. */
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);

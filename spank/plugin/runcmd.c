@@ -86,14 +86,19 @@ static void child_fail(const char *what, const char *path)
 	_exit(127);
 }
 
-static void close_other_fds(void)
+static void close_from(int first)
 {
 #ifdef SYS_close_range
-	if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+	if (syscall(SYS_close_range, (unsigned)first, ~0U, 0U) == 0)
 		return;
 #endif
-	for (int fd = 3; fd < 65536; fd++)
+	for (int fd = first; fd < 65536; fd++)
 		close(fd);
+}
+
+static void close_other_fds(void)
+{
+	close_from(3);
 }
 
 static void become_user(const struct sq_cred *cred)
@@ -170,6 +175,71 @@ int sq_child_wait(struct sq_child *child, int *status)
 		r = waitpid(child->pid, status, 0);
 	} while (r < 0 && errno == EINTR);
 	return r == child->pid ? 0 : -1;
+}
+
+int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
+		      const struct sq_cred *cred, const int *pass_fds, int npass,
+		      struct sq_child *child, char *err, size_t errlen)
+{
+	int devnull, status;
+	pid_t pid, got;
+
+	child->pid = -1;
+	child->out_fd = capture_fd("squall-stdout");
+	child->err_fd = capture_fd("squall-stderr");
+	devnull = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
+	if (child->out_fd < 0 || child->err_fd < 0 || devnull < 0) {
+		snprintf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
+		if (devnull >= 0)
+			close(devnull);
+		sq_child_close(child);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
+		close(devnull);
+		sq_child_close(child);
+		return -1;
+	}
+	if (pid == 0) {
+		int fds[8];
+		/* Lift the descriptors to pass above every target first, then place them. */
+		for (int i = 0; i < npass && i < 8; i++)
+			if ((fds[i] = fcntl(pass_fds[i], F_DUPFD_CLOEXEC, 3 + npass)) < 0)
+				_exit(127);
+		if (dup2(devnull, STDIN_FILENO) < 0 || dup2(child->out_fd, STDOUT_FILENO) < 0 ||
+		    dup2(child->err_fd, STDERR_FILENO) < 0)
+			_exit(127);
+		for (int i = 0; i < npass && i < 8; i++)
+			if (dup2(fds[i], 3 + i) < 0)
+				_exit(127);
+		close_from(3 + npass);
+		reset_signals();
+		become_user(cred);
+		pid = fork();
+		if (pid < 0)
+			child_fail("cannot fork to run", path);
+		if (pid > 0)
+			_exit(0);
+		/* Not a group leader (its parent leads the group): the session's id is its PID. */
+		if (setsid() < 0)
+			child_fail("cannot start a new session for", path);
+		execve(path, argv, envp);
+		child_fail("cannot execute", path);
+	}
+	close(devnull);
+	do {
+		got = waitpid(pid, &status, 0);
+	} while (got < 0 && errno == EINTR);
+	if (got != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		char why[64];
+		sq_status_text(status, why, sizeof(why));
+		sq_child_failure(child, "starting", why, err, errlen);
+		sq_child_close(child);
+		return -1;
+	}
+	return 0;
 }
 
 void sq_child_close(struct sq_child *child)

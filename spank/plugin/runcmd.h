@@ -39,6 +39,15 @@ int sq_spawn(const char *path, char *const argv[], char *const envp[],
 int sq_child_wait(struct sq_child *child, int *status);
 void sq_child_close(struct sq_child *child);
 
+/* Start path detached from the caller: a child becomes the user and forks path's process,
+ * then exits (reaped here), so path runs re-parented to init, outside the caller's process
+ * tree, in a session of its own whose id is its PID. pass_fds[i] (at most 8) become its
+ * descriptors 3+i; stdin, stdout and stderr as sq_spawn. child->pid stays -1 (path reports
+ * its own PID if it must). 0 ok, -1 with err. */
+int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
+		      const struct sq_cred *cred, const int *pass_fds, int npass,
+		      struct sq_child *child, char *err, size_t errlen);
+
 /* Run to completion. 0 when it ran (whatever its exit status, in *status). */
 int sq_run(const char *path, char *const argv[], char *const envp[], const struct sq_cred *cred,
 	   int *status, struct sq_child *child, char *err, size_t errlen);

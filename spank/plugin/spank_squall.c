@@ -39,6 +39,8 @@
 #include "image.h"
 #include "imageref.h"
 #include "importer.h"
+#include "keeper.h"
+#include "kept.h"
 #include "mounts.h"
 #include "mounts_exist.h"
 #include "named.h"
@@ -63,6 +65,12 @@ SPANK_PLUGIN(squall, 1);
  * (e.g. a wrapper around enroot that does not exec it); hooks may be slow, so be
  * generous. */
 #define SQ_START_TIMEOUT_S 300
+/* Holds the runtime outside slurmstepd's process tree (keeper.h). */
+#define SQ_KEEPER SQ_LIBEXEC_DIR "/squall-keeper"
+/* Makes a step's fresh layer on the job's kept container (kept.h). */
+#define SQ_LAYER SQ_LIBEXEC_DIR "/squall-layer"
+/* A kept container no step has used for this long ends (the epilog ends it sooner). */
+#define SQ_KEPT_IDLE_S 600
 
 static struct sq_config cfg;
 static int cfg_ready;
@@ -95,6 +103,8 @@ static struct {
 	int verbose;
 	int entrypoint_log;
 	int saved;                  /* --container-save done */
+	const char *served;         /* how the step got its container, for the verbose log */
+	char cache_dir[PATH_MAX];   /* the user's node-local cache of extracted images, or "" */
 } st;
 
 static void fail(const char *msg)
@@ -174,6 +184,34 @@ fail:
 	return -1;
 }
 
+/* As root: local_cache/ (root, 0755) then local_cache/UID (the user, 0700), where the
+ * user's own extracted images go (extracted.h). Without it, steps read from squashfuse. */
+static void make_cache_dir(void)
+{
+	char dir[PATH_MAX];
+	struct stat s;
+
+	st.cache_dir[0] = '\0';
+	if (cfg.local_cache_gb <= 0)
+		return;
+	if (mkdir(cfg.local_cache, 0755) < 0 && errno != EEXIST)
+		goto off;
+	snprintf(dir, sizeof(dir), "%s/%u", cfg.local_cache, (unsigned)st.uid);
+	if (mkdir(dir, 0700) == 0) {
+		if (chown(dir, st.uid, st.gid) < 0)
+			goto off;
+	} else if (errno != EEXIST || lstat(dir, &s) < 0 || !S_ISDIR(s.st_mode) ||
+		   s.st_uid != st.uid) {
+		goto off;
+	}
+	snprintf(st.cache_dir, sizeof(st.cache_dir), "%s", dir);
+	return;
+off:
+	slurm_info("squall: no node-local cache of extracted images in %s (%s): steps read "
+		   "their images through squashfuse (plugstack.conf local_cache)",
+		   cfg.local_cache, strerror(errno));
+}
+
 static int post_opt_remote(spank_t sp)
 {
 	char err[512], warn[512];
@@ -226,6 +264,7 @@ static int post_opt_remote(spank_t sp)
 	}
 	if (make_runtime_dir() < 0)
 		st.failed = 1;
+	make_cache_dir();
 	return 0;
 }
 
@@ -690,6 +729,27 @@ static void after_start(void)
 		slurm_info("squall: %s", err);
 }
 
+/* The job's kept container (kept.h): 1 when the step is served by it (or failed: error
+ * kept), 0 when a container must be started for the step. */
+static int use_kept_container(const struct sq_start_request *req, int want_save, char *err,
+			      size_t errlen)
+{
+	struct sq_kept_step ks = {
+		st.runtime_dir, st.jobid, st.stepid, st.image.path, st.image.identity,
+		st.cache_dir, cfg.local_cache_gb, SQ_LAYER, SQ_KEPT_IDLE_S,
+		{ cfg.container_reuse, sq_args.reuse, 0, want_save, st.stepid == SQ_STEP_BATCH,
+		  (sq_args.entrypoint >= 0 ? sq_args.entrypoint : cfg.execute_entrypoint) == 1,
+		  SQ_KEPT_NONE, 0 } };
+	char note[1024] = "";
+	int r = sq_kept_serve(&st.ctr, req, &ks, &st.served, note, sizeof(note), err, errlen);
+
+	if (note[0])
+		slurm_info("squall: %s", note);
+	if (r < 0)
+		fail(err);
+	return r != 0;
+}
+
 static void user_init_steps(spank_t sp)
 {
 	struct sq_conf_spec spec = { 0 };
@@ -697,7 +757,7 @@ static void user_init_steps(spank_t sp)
 	struct sq_runtime rt;
 	char **job_env = NULL, **env_lines = NULL, **mount_lines = NULL, **hook_argv = NULL;
 	const char *batch_script = NULL;
-	char err[8192], cwd[PATH_MAX];
+	char err[8192], cwd[PATH_MAX], what[16];
 	uint32_t attach_job, attach_step_id;
 
 	sq_phase_begin();
@@ -707,6 +767,12 @@ static void user_init_steps(spank_t sp)
 	sq_named_step_name(st.jobid, st.stepid, st.step_name, sizeof(st.step_name));
 	if (prepare_runtime(job_env) < 0 || prepare_save(cwd) < 0)
 		return;
+	if (access(SQ_KEEPER, X_OK) < 0 || access(SQ_LAYER, X_OK) < 0) {
+		snprintf(err, sizeof(err), "%s or %s is not executable on this node (%s): "
+			 "reinstall squall (make -C spank install)", SQ_KEEPER, SQ_LAYER,
+			 strerror(errno));
+		return fail(err);
+	}
 
 	/* 1. the image, or the container to join */
 	st.cred_user = (struct sq_cred){ .uid = st.uid, .gid = st.gid };
@@ -757,14 +823,31 @@ static void user_init_steps(spank_t sp)
 		goto out;
 	sq_phase_end("prepare");
 
-	/* 4. start */
-	req = (struct sq_start_request){ st.enroot, st.conf_path, NULL, st.target,
+	/* 4. start, or use the job's kept container (lifecycle.h) */
+	req = (struct sq_start_request){ SQ_KEEPER, st.enroot, st.conf_path, NULL, st.target,
 					 sq_args.writable, sq_args.remap_root, st.runtime_env,
-					 &st.cred_user, SQ_START_TIMEOUT_S };
-	if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0)
-		fail(err);
-	else
-		after_start();
+					 &st.cred_user, SQ_START_TIMEOUT_S, NULL };
+	/* Only a step started from the image file itself can use the kept container: not a
+	 * named one, nor one created for --container-save or loaded by `enroot load`. */
+	if (sq_args.name == NULL && st.save_container == NULL &&
+	    use_kept_container(&req, st.save_path != NULL && st.nodeid == 0, err, sizeof(err))) {
+		if (!st.failed)
+			after_start();
+	} else {
+		if (st.served == NULL)
+			st.served = sq_args.name != NULL ? "started for the step (named container)"
+							 : "started for the step";
+		snprintf(what, sizeof(what), "%u", (unsigned)st.stepid);
+		if (sq_container_start(&st.ctr, &req, err, sizeof(err)) < 0) {
+			fail(err);
+		} else {
+			if (sq_keeper_record(st.runtime_dir, st.jobid, what, &st.ctr.keeper, err,
+					     sizeof(err)) < 0)
+				/* Only the job epilog's safety net needs it: say so, go on. */
+				slurm_info("squall: %s", err);
+			after_start();
+		}
+	}
 	/* The importer's file is held open by the started container now (Pyxis's protocol
 	 * calls release here, and again at the step's end). */
 	if (st.importer.envp != NULL)
@@ -870,8 +953,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	if (st.verbose && local_id == 0) {
 		char host[128] = "";
 		gethostname(host, sizeof(host) - 1);
-		sq_report_now("squall: ", "timings on %s: %s, join %.1f ms", host,
-			      sq_phase_text(), (sq_now() - t0) * 1000.0);
+		sq_report_now("squall: ", "timings on %s (%s): %s, join %.1f ms", host,
+			      st.served ? st.served : "started", sq_phase_text(),
+			      (sq_now() - t0) * 1000.0);
 	}
 	return 0;
 }
@@ -879,13 +963,21 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 /* Stop the step's container; one this step started is no longer there to join. */
 static void stop_container(void)
 {
-	if (st.ctr.owned) {
+	int owned = st.ctr.owned, kept = st.ctr.kept;
+	char what[16];
+
+	if (owned || kept) {
 		sq_running_forget(st.runtime_dir, st.step_name, st.ctr.pid);
-		if (sq_args.name != NULL && st.run_name[0])
+		if (owned && sq_args.name != NULL && st.run_name[0])
 			sq_running_forget(st.runtime_dir, st.run_name, st.ctr.pid);
 	}
 	sq_container_stop(&st.ctr);
 	sq_nsholder_release(&st.holder);
+	snprintf(what, sizeof(what), "%u", (unsigned)st.stepid);
+	if (owned)
+		sq_keeper_forget(st.runtime_dir, st.jobid, what);
+	if (kept)
+		sq_layer_forget(st.runtime_dir, st.jobid, st.stepid);
 }
 
 /* The importer's `release`, the second time (Pyxis's protocol), then forget it. As root
@@ -991,6 +1083,20 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* A container whose step could not stop it (slurmstepd killed, and its keeper with it)
+ * is ended here, from the records its steps left (keeper.h). */
+static void epilog_end_containers(uint32_t jobid, uid_t uid)
+{
+	char dir[PATH_MAX];
+	int n;
+
+	snprintf(dir, sizeof(dir), "%s/%u", cfg.runtime_path, (unsigned)uid);
+	n = sq_keeper_sweep_job(dir, jobid, uid);
+	if (n > 0)
+		slurm_info("squall: job %u: ended %d container(s) its steps left running",
+			   (unsigned)jobid, n);
+}
+
 /* slurmd, as root, after the job: remove the job's named containers, pyxis_JOBID_*
  * (container_scope=job). Only nodes where a step left the marker run the runtime at all. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
@@ -1012,13 +1118,14 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		}
 		cfg_ready = 1;
 	}
-	if (cfg.container_scope != SQ_SCOPE_JOB)
-		return 0;
 	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
 		slurm_error("squall: job epilog: no job id or user id from Slurm");
 		return 0;
 	}
+	epilog_end_containers(jobid, uid);
+	if (cfg.container_scope != SQ_SCOPE_JOB)
+		return 0;
 	snprintf(marker, sizeof(marker), "%s/%u/job%u.names", cfg.runtime_path, (unsigned)uid,
 		 (unsigned)jobid);
 	if (access(marker, F_OK) < 0)

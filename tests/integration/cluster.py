@@ -23,6 +23,13 @@ USER = "squall"
 # docker-compose.yml: SQUALL_CLUSTER prefixes the container and image names.
 PREFIX = os.environ.get("SQUALL_CLUSTER", "squall")
 UID = 1000
+# Slurm's process tracking the session's cluster runs with (docs/cluster.md): cgroup by
+# default, linuxproc when SQUALL_PROCTRACK says so; a test may switch (use_proctrack).
+PROCTRACK_MODES = ("cgroup", "linuxproc")
+
+
+def default_proctrack() -> str:
+    return os.environ.get("SQUALL_PROCTRACK", "cgroup")
 
 
 @dataclass
@@ -61,8 +68,13 @@ class Cluster:
         except docker.errors.NotFound:
             return False
 
-    def healthy(self) -> bool:
-        if not self.running():
+    def proctrack(self) -> str:
+        """The process tracking the running containers were created with ("" if unknown)."""
+        env = self.container(LOGIN).attrs["Config"].get("Env") or []
+        return next((e.split("=", 1)[1] for e in env if e.startswith("SQUALL_PROCTRACK=")), "")
+
+    def healthy(self, proctrack: str | None = None) -> bool:
+        if not self.running() or self.proctrack() != (proctrack or default_proctrack()):
             return False
         res = self.run("sinfo -h -N -o '%N %t'", user="root", check=False, timeout=15)
         states = [line.split()[-1] for line in res.out.splitlines() if line.strip()]
@@ -103,6 +115,15 @@ class Cluster:
         os.chmod(tmp, mode)
         os.replace(tmp, host)
         return host
+
+    def use_proctrack(self, mode: str) -> None:
+        """Run the cluster with proctrack/MODE (cgroup or linuxproc): the containers are
+        recreated with SQUALL_PROCTRACK=MODE when they run with another (jobs are lost,
+        /fsx stays)."""
+        if mode not in PROCTRACK_MODES:
+            raise ValueError(f"proctrack {mode!r}: use one of {PROCTRACK_MODES}")
+        if not self.healthy(mode):
+            compose("up", proctrack=mode)
 
     # -- node failures ----------------------------------------------------------
     def kill_node(self, node: str) -> None:
@@ -174,6 +195,6 @@ class Cluster:
         return res.out.strip().split(";")[0]
 
 
-def compose(*args: str) -> None:
-    env = dict(os.environ)
+def compose(*args: str, proctrack: str | None = None) -> None:
+    env = dict(os.environ, SQUALL_PROCTRACK=proctrack or default_proctrack())
     subprocess.run(["bash", str(ROOT / "docker" / "cluster.sh"), *args], check=True, env=env)

@@ -337,5 +337,7 @@ def test_cli_backend_against_real_slurm(cluster: Cluster, site: Site) -> None:
     assert out["after_requeue"] == ["RUNNING", 1], out
     assert out["final"] == ["CANCELLED", 1, True], out
     assert out["missing"].startswith("job 99999999 is unknown to Slurm"), out
-    info = cluster.job_info(out["job_id"])
+    # scontrol shows COMPLETING until slurmd has ended the job's processes (cgroup) and run
+    # the epilog; squeue, which the client reads, already shows CANCELLED.
+    info = cluster.wait_job(out["job_id"], {"CANCELLED"}, timeout=60)
     assert info["JobState"] == "CANCELLED" and info["Restarts"] == "1", info

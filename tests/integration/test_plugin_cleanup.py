@@ -23,8 +23,8 @@ def image(cluster: Cluster) -> str:
     return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
 
 
-def leftovers(cluster: Cluster) -> str:
-    """What the user left on NODE; empty when nothing."""
+def leftovers(cluster: Cluster, node: str = NODE) -> str:
+    """What the user left on the node; empty when nothing."""
     script = (
         "pgrep -a -u squall || true; "
         # FUSE mounts other than the node's own root (Docker's fuse-overlayfs driver)
@@ -33,13 +33,13 @@ def leftovers(cluster: Cluster) -> str:
         f"[ -d {RUNTIME_DIR}/enroot ] && find {RUNTIME_DIR}/enroot -mindepth 1 "
         "\\( -not -type d -o -not -empty \\) || true; "
         f"ls {RUNTIME_DIR}/step-*.conf 2>/dev/null || true")
-    return cluster.run(script, node=NODE, user="root").out.strip()
+    return cluster.run(script, node=node, user="root").out.strip()
 
 
-def wait_clean(cluster: Cluster, timeout: float = 30) -> str:
+def wait_clean(cluster: Cluster, timeout: float = 30, node: str = NODE) -> str:
     deadline = time.monotonic() + timeout
     while True:
-        left = leftovers(cluster)
+        left = leftovers(cluster, node)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.5)
@@ -61,14 +61,14 @@ def test_nothing_left_after_scancel_of_a_running_container_step(cluster: Cluster
     jobid = cluster.sbatch(script, f"-N1 -w {NODE} -o /dev/null")
     try:
         cluster.wait_job(jobid, {"RUNNING"}, timeout=60)
-        # The container is up: its command and the runtime's squashfuse run as the user.
+        # The container is up: its command and the runtime (its keeper) run as the user.
         deadline = time.monotonic() + 30
         while not cluster.run("pgrep -u squall -x sleep", node=NODE, user="root",
                               check=False).out.strip():
             assert time.monotonic() < deadline, "the container step never started"
             time.sleep(0.5)
         procs = cluster.run("pgrep -a -u squall", node=NODE, user="root").out
-        assert "squashfuse" in procs, procs
+        assert "squall-keeper" in procs, procs
     finally:
         cluster.run(f"scancel {jobid}")
     cluster.wait_job(jobid, {"CANCELLED"}, timeout=60)

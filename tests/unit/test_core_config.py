@@ -12,6 +12,8 @@ DEFAULTS = {
     "efa_sysfs_root": "/sys", "efa_dev_root": "/dev", "efa_opt_root": "/opt/amazon",
     "sbatch_support": True, "log": "quiet", "use_squashfuse": False,
     "use_enroot_load": False, "importer": None, "container_name_strict": False,
+    "container_reuse": True,
+    "local_cache": "/var/lib/squall/cache", "local_cache_gb": 20,
 }
 
 
@@ -26,7 +28,8 @@ def test_every_key_can_be_set():
             "efa_dev_root=/tmp/dev", "efa_opt_root=/tmp/opt", "sbatch_support=0",
             "log=verbose", "use_squashfuse=1", "use_enroot_load=1",
             "importer=/usr/share/pyxis/importers/caching_importer.sh",
-            "container_name_strict=1"]
+            "container_name_strict=1", "container_reuse=0",
+            "local_cache=/scratch/sq", "local_cache_gb=0"]
     assert parse_plugstack_args(args) == {
         "runtime_path": "/run/sq", "enroot": "/opt/enroot-test-runtime/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
@@ -35,6 +38,8 @@ def test_every_key_can_be_set():
         "sbatch_support": False, "log": "verbose", "use_squashfuse": True,
         "use_enroot_load": True, "importer": "/usr/share/pyxis/importers/caching_importer.sh",
         "container_name_strict": True,
+        "container_reuse": False,
+        "local_cache": "/scratch/sq", "local_cache_gb": 0,
     }
 
 
@@ -43,6 +48,9 @@ def test_every_key_can_be_set():
     [
         ("bogus=1", "unknown argument 'bogus=1'"),
         ("use_squashfs=1", "unknown argument 'use_squashfs=1'"),
+        ("local_cache_gb=-1", "local_cache_gb must be a whole number"),
+        ("local_cache_gb=2G", "local_cache_gb must be a whole number"),
+        ("local_cache=relative", "local_cache must be an absolute path"),
         ("runtime_path", "argument 'runtime_path' is not key=value"),
         ("runtime_path=", "empty value for runtime_path"),
         ("runtime_path=relative", "runtime_path must be an absolute path"),

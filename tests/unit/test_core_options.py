@@ -22,7 +22,8 @@ PYXIS_FLAGS = {
 def test_flag_table_holds_pyxis_flags_and_ours():
     flags = {f.name: f for f in container_flags()}
     assert PYXIS_FLAGS <= set(flags)
-    assert {"container-efa", "container-nccl-debug", "container-log"} <= set(flags)
+    assert {"container-efa", "container-nccl-debug", "container-log", "container-reuse",
+            "no-container-reuse"} <= set(flags)
     assert [f.id for f in container_flags()] == list(range(len(flags)))
     for f in flags.values():
         assert f.help and "\n" not in f.help
@@ -130,7 +131,8 @@ def test_same_flag_twice_same_value_is_fine_different_is_an_error():
     ("first", "second"),
     [("container-mount-home", "no-container-mount-home"),
      ("container-writable", "container-readonly"),
-     ("no-container-entrypoint", "container-entrypoint")],
+     ("no-container-entrypoint", "container-entrypoint"),
+     ("container-reuse", "no-container-reuse")],
 )
 def test_opposite_flags_conflict(first, second):
     with pytest.raises(SquallError, match="conflicts with an earlier opposite setting"):
@@ -168,6 +170,8 @@ def test_environment_does_not_conflict_with_command_line():
         ("SQUALL_CONTAINER_EFA", "off", "efa", "off"),
         ("SQUALL_CONTAINER_NCCL_DEBUG", "warn", "nccl_debug", "WARN"),
         ("SQUALL_CONTAINER_LOG", "verbose", "log", "verbose"),
+        ("SQUALL_CONTAINER_NO_REUSE", "1", "reuse", False),
+        ("PYXIS_CONTAINER_REUSE", "yes", "reuse", True),
         ("SQUALL_CONTAINER_MOUNT_HOME", "", "mount_home", None),
     ],
 )
@@ -227,6 +231,7 @@ def test_defaults_are_unset():
     assert (opts.mount_home, opts.remap_root, opts.entrypoint, opts.writable) == (
         None, None, None, None)
     assert opts.efa is None and opts.log is None and opts.name_mode == "auto"
+    assert opts.reuse is None
 
 
 def test_container_unshare_canonical_and_same_value_twice():

@@ -790,12 +790,15 @@ set -eu
 chmod 666 /dev/fuse
 useradd -u 1000 -m u
 cp /work/base.sqsh /home/u/img.sqsh && chown u /home/u/img.sqsh
-AS_U=(setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u PATH=/usr/bin:/bin
+# Each start in a session of its own, as under slurmstepd (Enroot's fuse-shim is torn down
+# by the kernel's orphaned-process-group rule, which needs the reaper, this script as PID 1,
+# to be in another session).
+AS_U=(setsid setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u PATH=/usr/bin:/bin
       ENROOT_SYSCONF_PATH=/nonexistent ENROOT_RUNTIME_PATH=/tmp/rt-u)
 run() { "${AS_U[@]}" "$@"; }
 E=/rt/bin/enroot
 /rt/install.sh >/dev/null   # the node image's way: /opt/enroot-test-runtime, /etc/enroot
-echo "INSTALLED=$(setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u \
+echo "INSTALLED=$(setsid setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u \
   PATH=/usr/bin:/bin /opt/enroot-test-runtime/bin/enroot start /home/u/img.sqsh \
   cat /etc/os-release \
   | head -n1) $(ls -d /tmp/enroot-runtime-1000)"

@@ -25,6 +25,7 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "entrypoint": ("container-entrypoint", "no-container-entrypoint"),
     "entrypoint_log": ("container-entrypoint-log",),
     "writable": ("container-writable", "container-readonly"),
+    "reuse": ("container-reuse", "no-container-reuse"),
     "unshare": ("container-unshare",),
     "efa": ("container-efa",),
     "nccl_debug": ("container-nccl-debug",),
@@ -32,7 +33,7 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "env": ("container-env",),
 }
 CONTAINER_FIELDS = tuple(FLAG_FIELDS)
-_SWITCHES = ("mount_home", "remap_root", "entrypoint", "entrypoint_log", "writable")
+_SWITCHES = ("mount_home", "remap_root", "entrypoint", "entrypoint_log", "writable", "reuse")
 _VALUES = ("name", "save", "nccl_debug", "log")
 
 
@@ -49,6 +50,7 @@ class Container:
     entrypoint: bool | None = None
     entrypoint_log: bool | None = None
     writable: bool | None = None
+    reuse: bool | None = None  # later steps of the job reuse the node's container
     unshare: tuple[str, ...] = ()
     nccl_debug: str | None = None
     log: str | None = None
@@ -110,6 +112,7 @@ def read_container(sec: Section, env_names: tuple[str, ...]) -> Container:
         mount_home=switches["mount_home"], name=values["name"], save=values["save"],
         remap_root=switches["remap_root"], entrypoint=switches["entrypoint"],
         entrypoint_log=switches["entrypoint_log"], writable=switches["writable"],
+        reuse=switches["reuse"],
         unshare=unshare, nccl_debug=values["nccl_debug"], log=values["log"], env=env)
     _check_together(r, sec, container, env_names)
     return container

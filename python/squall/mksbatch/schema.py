@@ -89,6 +89,8 @@ def recipe_schema() -> Schema:
         "entrypoint": _bool("--container-entrypoint / --no-container-entrypoint"),
         "entrypoint_log": _bool("--container-entrypoint-log"),
         "writable": _bool("--container-writable / --container-readonly"),
+        "reuse": _bool("--container-reuse / --no-container-reuse (later steps of the job "
+                       "reuse the node's container, each with a fresh root)"),
         "unshare": {"type": "array", "minItems": 1, "uniqueItems": True,
                     "items": {"enum": ["net", "ipc", "uts"]},
                     "description": "--container-unshare: new namespaces for the container"},

@@ -21,29 +21,24 @@ R="$S/root"
 cli_env=()   # the -e options as KEY=VALUE lines
 exec {sleep_fd}<> <(:)   # read -t on this never-ready pipe sleeps without forking
 
-# start_fuse MOUNTPOINT LOG CMD...: run a FUSE daemon in the foreground as a child of this
-# process with a parent-death signal, so it dies with the container's main process (even
-# on SIGKILL) and not before; in its own session, so that a Ctrl-C or a signal sent to the
-# container's process group does not take the root filesystem away. (setsid does not fork
-# here: a background job of a non-interactive shell is not a process group leader.)
-# Return once MOUNTPOINT is no longer the empty directory.
-start_fuse() {
-    local mnt="$1" log="$2" dirfd pid tries=0 msg stat
-    shift 2
-    exec {dirfd}<"$mnt"
-    setpriv --pdeathsig KILL -- setsid -- "$@" </dev/null >"$log" 2>&1 {dirfd}<&- {sleep_fd}<&- &
+# start_fuse_shim: mount the image (squashfuse) and the overlay on $R through the
+# fuse-shim (fuse-shim.sh), started with job control on so that it has its own process
+# group, as Enroot 4.1.2 does; return once it has stopped itself with everything mounted.
+# It stays a stopped child of this process (the container's main process) and tears the
+# mounts down when this process goes or when something sends it SIGCONT.
+start_fuse_shim() {
+    local pid rv=0 msg
+    set -m
+    (exec -a fuse-shim "$BASH" "$ENROOT_TEST_LIBEXEC/fuse-shim.sh" "$ENROOT_TEST_SOURCE" "$S" "$R" \
+        </dev/null >/dev/null 2>"$S/fuse-shim.log" {sleep_fd}<&-) &
     pid=$!
-    while [[ /proc/self/fd/$dirfd -ef $mnt ]]; do
-        stat=""
-        read -r stat <"/proc/$pid/stat" 2>/dev/null || true
-        if [[ -z $stat || $stat == *") Z "* ]]; then   # the daemon exited: report why
-            msg="$(<"$log")"
-            fail "$1 could not mount $ENROOT_TEST_SOURCE: ${msg##*$'\n'}"
-        fi
-        ((++tries < 10000)) || fail "$1 did not mount $ENROOT_TEST_SOURCE within 10 s"
-        read -rt 0.001 -u "$sleep_fd" || true
-    done
-    exec {dirfd}<&-
+    wait "$pid" >/dev/null 2>&1 || rv=$?
+    set +m
+    if ((rv != 128 + 19)); then   # not stopped by SIGSTOP: it failed and said why
+        msg="$(<"$S/fuse-shim.log")"
+        fail "Failed to mount $ENROOT_TEST_SOURCE: ${msg##*$'\n'}"
+    fi
+    disown "$pid" >/dev/null 2>&1 || true
 }
 
 # sys_mounts ARGS...: several mount(2) calls in one process (see mounts.pl).
@@ -54,25 +49,14 @@ sys_mounts() {
 # The image under an overlay whose upper layer is in the tmpfs (writes vanish at exit),
 # or the created container's directory, bound nosuid,nodev. Then /proc, /sys and /dev.
 mount_rootfs() {
-    local rc=0 host_dirs=(rbind /proc "$R/proc" rbind /sys "$R/sys")
+    local host_dirs=(rbind /proc "$R/proc" rbind /sys "$R/sys")
     is_true "$ENROOT_RESTRICT_DEV" || host_dirs+=(rbind /dev "$R/dev")
     if [[ $ENROOT_TEST_KIND == name ]]; then
         sys_mounts tmpfs "$S" mkdir "$R" bind "$ENROOT_TEST_SOURCE" "$R" 0 nosuid,nodev "${host_dirs[@]}"
         return 0
     fi
     sys_mounts tmpfs "$S" mkdir "$R" mkdir "$S/lower" mkdir "$S/upper" mkdir "$S/work"
-    # As Enroot: every file of the image appears owned by the user (root when remapped),
-    # so mount targets and a writable root filesystem work without real root.
-    local gid=0 key value
-    while read -r key value _; do [[ $key == Gid: ]] && { gid=$value; break; }; done </proc/self/status
-    start_fuse "$S/lower" "$S/squashfuse.log" squashfuse -f -o "uid=$EUID,gid=$gid" \
-        "$ENROOT_TEST_SOURCE" "$S/lower"
-    if is_true "$ENROOT_NATIVE_OVERLAYFS"; then
-        sys_mounts overlay "$S/lower" "$S/upper" "$S/work" "$R" "${host_dirs[@]}" || rc=$?
-        ((rc == 2)) || return "$rc"   # 2: the kernel refused overlayfs here
-    fi
-    start_fuse "$R" "$S/fuse-overlayfs.log" fuse-overlayfs -f \
-        -o "lowerdir=$S/lower,upperdir=$S/upper,workdir=$S/work" "$R"
+    start_fuse_shim
     sys_mounts "${host_dirs[@]}"
 }
 

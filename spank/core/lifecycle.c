@@ -1,0 +1,142 @@
+/* lifecycle.c: see lifecycle.h. */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lifecycle.h"
+
+static int flag_ok(int v, int lo, int hi)
+{
+	return v >= lo && v <= hi;
+}
+
+int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan)
+{
+	plan->action = SQ_LIFE_START_STEP;
+	plan->forget = 0;
+	if (!flag_ok(in->reuse, 0, 1) || !flag_ok(in->flag, -1, 1) || !flag_ok(in->named, 0, 1) ||
+	    !flag_ok(in->save, 0, 1) || !flag_ok(in->batch, 0, 1) ||
+	    !flag_ok(in->entrypoint, 0, 1) ||
+	    !flag_ok(in->kept, SQ_KEPT_NONE, SQ_KEPT_STALE) || !flag_ok(in->layer_failed, 0, 1)) {
+		plan->why = "invalid input: started for the step";
+		return -1;
+	}
+	if (in->named) {
+		plan->why = "named container: its own rules";
+		return 0;
+	}
+	if (in->flag == 0) {
+		plan->why = "kept containers off (--no-container-reuse)";
+		return 0;
+	}
+	if (in->flag == -1 && !in->reuse) {
+		plan->why = "kept containers off (plugstack container_reuse=0)";
+		return 0;
+	}
+	if (in->save) {
+		plan->why = "--container-save needs a container made for the step";
+		return 0;
+	}
+	if (in->batch) {
+		plan->why = "the batch step runs once";
+		return 0;
+	}
+	if (in->entrypoint) {
+		plan->why = "the image's entrypoint runs at each start (--container-entrypoint)";
+		return 0;
+	}
+	if (in->layer_failed) {
+		plan->why = "no fresh layer on this node (the kernel refused it)";
+		return 0;
+	}
+	plan->forget = in->kept == SQ_KEPT_STALE;
+	if (in->kept == SQ_KEPT_LIVE) {
+		plan->action = SQ_LIFE_RENEW;
+		plan->why = "kept container of the job reused, fresh layer";
+	} else {
+		plan->action = SQ_LIFE_START_KEPT;
+		plan->why = in->kept == SQ_KEPT_STALE ?
+			"kept container started (the last one is gone), fresh layer" :
+			"kept container started for the job, fresh layer";
+	}
+	return 0;
+}
+
+/* Differ between steps; nothing Enroot or its standard hooks set up depends on them. */
+static const char *const step_exact[] = {
+	"SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_LAUNCHER_PORT", "SLURM_SRUN_COMM_PORT",
+	"SLURM_SRUN_COMM_HOST", "SLURM_STEP_RESV_PORTS", "SLURM_LAUNCH_NODE_IPADDR",
+	"SLURM_PTY_PORT", "SLURM_PTY_WIN_COL", "SLURM_PTY_WIN_ROW",
+	"SLURM_UMASK", "SLURM_TASK_PID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_GTIDS",
+	"SLURM_SPANK__SLURM_SPANK_OPTION_squall_container_log", "OLDPWD", "SHLVL", "_", NULL
+};
+
+int sq_life_env_step_specific(const char *name)
+{
+	for (const char *const *p = step_exact; *p; p++)
+		if (strcmp(*p, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Two independent FNV-1a streams (64 bits each, different bases and primes). */
+struct hash2 { uint64_t a, b; };
+
+static void hash_bytes(struct hash2 *h, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		h->a = (h->a ^ (unsigned char)s[i]) * 1099511628211ULL;
+		h->b = (h->b ^ (unsigned char)s[i]) * 0x100000001b3ULL * 31ULL + 0x9e3779b97f4a7c15ULL;
+	}
+}
+
+/* Each item with its length first, so that ("ab","c") and ("a","bc") differ. */
+static void hash_item(struct hash2 *h, const char *s)
+{
+	char len[24];
+	int n = snprintf(len, sizeof(len), "%zu:", strlen(s));
+
+	hash_bytes(h, len, (size_t)n);
+	hash_bytes(h, s, strlen(s));
+}
+
+static int by_text(const void *x, const void *y)
+{
+	return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+int sq_life_key(const char *const parts[], char *const env[], char out[33])
+{
+	struct hash2 h = { 1469598103934665603ULL, 0x84222325cbf29ce4ULL };
+	const char **sorted;
+	size_t n = 0, kept = 0;
+
+	for (size_t i = 0; parts != NULL && parts[i] != NULL; i++)
+		hash_item(&h, parts[i]);
+	hash_item(&h, "--env--");
+	while (env != NULL && env[n] != NULL)
+		n++;
+	sorted = calloc(n + 1, sizeof(*sorted));
+	if (sorted == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(env[i], '=');
+		char name[256];
+		size_t len = eq ? (size_t)(eq - env[i]) : strlen(env[i]);
+
+		if (len >= sizeof(name))
+			len = sizeof(name) - 1;
+		memcpy(name, env[i], len);
+		name[len] = '\0';
+		if (!sq_life_env_step_specific(name))
+			sorted[kept++] = env[i];
+	}
+	qsort(sorted, kept, sizeof(*sorted), by_text);
+	for (size_t i = 0; i < kept; i++)
+		hash_item(&h, sorted[i]);
+	free(sorted);
+	snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
+	return 0;
+}

@@ -1,0 +1,66 @@
+/*
+ * lifecycle.h: what a step does with the node's container -- start one for itself, start
+ * the job's kept container, or renew a fresh layer on the kept one -- decided from plain
+ * facts, so that the rule is in one place and unit-tested (as sq_efa_plan is for EFA).
+ *
+ * A kept container: the first step of a job on a node starts the runtime and keeps it for
+ * the job; later steps with the same image and shaping flags (the same key) reuse its image
+ * mount and the runtime's setup. Every step, the first included, runs in a layer of its own
+ * on top of it: a fresh writable root (an overlay with an empty upper layer) and fresh
+ * tmpfs mounts, so what one unnamed step writes, the next does not see, as with Pyxis.
+ * Named containers keep their own semantics (reused by name, joined while running), a
+ * node that saves the container (--container-save) needs one made for the step, the batch
+ * step runs once, and an image's entrypoint (--container-entrypoint) runs when its
+ * container starts, so once per step: those start a container for the step, as does
+ * everything when
+ * reuse is off (plugstack container_reuse=0, or --no-container-reuse).
+ */
+#ifndef SQUALL_CORE_LIFECYCLE_H
+#define SQUALL_CORE_LIFECYCLE_H
+
+#include <stddef.h>
+
+enum sq_life_action {
+	SQ_LIFE_START_STEP = 1,   /* start a container for this step; it ends with the step */
+	SQ_LIFE_START_KEPT = 2,   /* start the job's kept container, then a layer for the step */
+	SQ_LIFE_RENEW = 3,        /* the kept container runs: a layer for the step, no start */
+};
+
+enum sq_kept_state {
+	SQ_KEPT_NONE = 0,         /* no record for this job, node and key */
+	SQ_KEPT_LIVE = 1,         /* its keeper answers */
+	SQ_KEPT_STALE = 2,        /* a record whose keeper is gone */
+};
+
+struct sq_life_input {
+	int reuse;         /* plugstack container_reuse: 1 (default) or 0 */
+	int flag;          /* --[no-]container-reuse: -1 not given, 0 no, 1 yes */
+	int named;         /* --container-name given */
+	int save;          /* this node saves the container at step end (--container-save) */
+	int batch;         /* the batch step */
+	int entrypoint;    /* the image's entrypoint runs (--container-entrypoint): at each start */
+	int kept;          /* enum sq_kept_state */
+	int layer_failed;  /* a layer could not be made on this node (the kernel refused) */
+};
+
+struct sq_life_plan {
+	int action;        /* enum sq_life_action */
+	int forget;        /* 1: remove the stale record first */
+	const char *why;   /* static text for --container-log=verbose */
+};
+
+/* Fill plan from in. 0 ok; -1 when in holds an out-of-range value (plan: start a
+ * container for the step, why says which field). */
+int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan);
+
+/* 1 for variables that differ between two steps of one job without changing what the
+ * runtime sets up (step id, srun's ports and addresses): they are left out of the key. */
+int sq_life_env_step_specific(const char *name);
+
+/* The key of a kept container, 32 hex digits and a NUL: a hash of parts (NULL-terminated:
+ * image, identity, start flags, conf and rc text, ...) and of the runtime's environment
+ * (env, NULL-terminated "KEY=VALUE"; order does not matter; step-specific variables are
+ * left out). -1 only when out of memory. */
+int sq_life_key(const char *const parts[], char *const env[], char out[33]);
+
+#endif

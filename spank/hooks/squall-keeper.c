@@ -1,0 +1,455 @@
+/*
+ * squall-keeper: holds one container's runtime for the plugin, outside slurmstepd's
+ * process tree, and ends it. See spank/plugin/keeper.h for why and for the protocol.
+ *
+ *   squall-keeper RUNTIME [ARG...]
+ *
+ * Started by the plugin (as the job user, in a new session, its parent already gone) with
+ * fd 0 /dev/null, 1 and 2 the plugin's captures, fd 3 the control socket (SOCK_SEQPACKET)
+ * and fd 4 a pidfd of the slurmstepd that started it. Runs RUNTIME (`enroot start ...`)
+ * as its child in a process group of its own, with the job signals ignored, and reports
+ * on fd 3 when it has stopped itself (the container is set up) or exited. Then it waits
+ * for "stop" on fd 3 (or fd 3 closed), the end of slurmstepd, or the runtime's end, and
+ * tears down: SIGCONT lets the stopped runtime exit (Enroot unmounts), SIGKILL after a
+ * grace time, then every process left in its session, and when slurmstepd died, every
+ * process of the user in the container's mount namespace (its tasks) as well.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "extracted.h"
+#include "keeper.h"
+#include "pidfd.h"
+#include "reap.h"
+
+#define PROG "squall-keeper"
+#define CONT_GRACE_MS 10000
+#define REAP_ROUNDS 150      /* 20 ms apart: 3 s */
+
+/* The signals Slurm sends a step (and a user's `kill -1`): ignored by the keeper and by
+ * the runtime it starts. SIGCONT cannot be ignored: keeping the runtime out of
+ * slurmstepd's process tree is what keeps it from the runtime. */
+static const int job_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM };
+
+static pid_t runtime = -1;
+static int sigfd = -1;
+/* The node-local cache of extracted images (extracted.h): start from it, or fill it. */
+static const char *use_dir, *use_key, *use_data;
+static const char *fill_dir, *fill_key, *fill_image, *fill_tool;
+static unsigned long long fill_max;
+static unsigned long long ns_dev, ns_ino;
+static int have_ns;
+
+static void say(int sock, const char *text, const int *fds, int nfds)
+{
+	struct msghdr msg = { 0 };
+	struct iovec iov = { (void *)text, strlen(text) };
+	char control[CMSG_SPACE(2 * sizeof(int))];
+
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (nfds > 0) {
+		struct cmsghdr *c;
+		memset(control, 0, sizeof(control));
+		msg.msg_control = control;
+		msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+	}
+	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+static void start_runtime(char **argv)
+{
+	sigset_t none;
+
+	runtime = fork();
+	if (runtime != 0)
+		return;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	/* Its own process group: if the keeper is ever killed, the group is orphaned with a
+	 * stopped member and the kernel sends it SIGHUP and SIGCONT, so the runtime exits. */
+	setpgid(0, 0);
+	close(KEEPER_FD_CONTROL);
+	close(KEEPER_FD_STEPD);
+	close(sigfd);
+	if (use_dir != NULL) {
+		if (sq_extracted_mount(use_dir, use_key, use_data, "rootfs") < 0)
+			_exit(126);
+		setenv("ENROOT_DATA_PATH", use_data, 1);
+	}
+	execv(argv[0], argv);
+	fprintf(stderr, "squall: " PROG " cannot execute %s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
+
+/* Collect the runtime's state changes. Returns 'S' stopped, 'X' exited (status in
+ * *status), 0 nothing new. */
+static int runtime_event(int *status)
+{
+	siginfo_t si;
+
+	for (;;) {
+		struct signalfd_siginfo ssi;
+		if (read(sigfd, &ssi, sizeof(ssi)) != (ssize_t)sizeof(ssi))
+			break;
+	}
+	if (runtime <= 0)
+		return 0;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)runtime, &si, WEXITED | WSTOPPED | WNOHANG) < 0 || si.si_pid == 0)
+		return 0;
+	if (si.si_code == CLD_STOPPED)
+		return 'S';
+	if (si.si_code == CLD_EXITED)
+		*status = (si.si_status & 0xff) << 8;
+	else
+		*status = si.si_status & 0x7f;   /* killed or dumped: as waitpid's WTERMSIG */
+	runtime = -1;
+	return 'X';
+}
+
+/* Extract the image into the cache in the background, at the lowest priority, in the
+ * keeper's session (so it ends with the container when the job does, leaving an
+ * unfinished extraction that is never used and is removed later). */
+static void fill_cache(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (fork() == 0) {
+			close(KEEPER_FD_CONTROL);
+			close(sigfd);
+			_exit(sq_extracted_build(fill_dir, fill_key, fill_image, fill_tool,
+						 fill_max) == 0 ? 0 : 1);
+		}
+		_exit(0);
+	}
+	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+/* End the container; never returns. */
+static void teardown(int stepd_gone)
+{
+	int status;
+
+	if (stepd_gone && have_ns) {
+		/* Nobody will end the tasks that joined the container: they go with it. */
+		sq_reap_mntns(ns_dev, ns_ino, (long)getuid(), (long)runtime);
+	}
+	if (runtime > 0) {
+		struct pollfd p = { sigfd, POLLIN, 0 };
+		int waited = 0;
+
+		/* The runtime's first process stopped itself: let it run on to its exit, and
+		 * the runtime takes its mounts down as it does at the end of any container. */
+		kill(runtime, SIGCONT);
+		while (runtime > 0 && waited < CONT_GRACE_MS) {
+			if (runtime_event(&status) == 'X')
+				break;
+			poll(&p, 1, 50);
+			waited += 50;
+		}
+		if (runtime > 0) {
+			kill(runtime, SIGKILL);
+			while (waitpid(runtime, &status, 0) < 0 && errno == EINTR)
+				;
+			runtime = -1;
+		}
+	}
+	/* Whatever the runtime left in the session (FUSE daemons, Enroot's shim, hooks). */
+	for (int round = 0; round < REAP_ROUNDS; round++) {
+		int n = sq_reap_session((long)getpid(), (long)getuid(), -1);
+		if (stepd_gone && have_ns)
+			n += sq_reap_mntns(ns_dev, ns_ino, (long)getuid(), -1);
+		while (waitpid(-1, &status, WNOHANG) > 0)
+			;
+		if (n <= 0)
+			break;
+		nap_ms(20);
+	}
+	_exit(0);
+}
+
+/* One step using the container: its connection and the mount namespace of its layer. */
+struct client {
+	int fd;
+	int waiting;            /* asked to attach before the runtime was ready */
+	int has_layer;
+	unsigned long long dev, ino;
+};
+
+#define MAX_CLIENTS 256
+static struct client clients[MAX_CLIENTS];
+static int nclients;
+static int listen_fd = -1;
+static const char *listen_path;
+
+static void attach_reply(struct client *c)
+{
+	char text[96];
+	int own[2];
+
+	own[0] = sq_pidfd_open(getpid());
+	own[1] = sq_pidfd_open(runtime);
+	snprintf(text, sizeof(text), KEEPER_MSG_ATTACHED " %d %d", (int)getpid(), (int)runtime);
+	say(c->fd, text, own, (own[0] >= 0 && own[1] >= 0) ? 2 : 0);
+	if (own[0] >= 0)
+		close(own[0]);
+	if (own[1] >= 0)
+		close(own[1]);
+	c->waiting = 0;
+}
+
+/* The step is gone without saying goodbye: its tasks are orphans in its layer. */
+static void drop_client(int i, int orphaned)
+{
+	if (orphaned && clients[i].has_layer)
+		sq_reap_mntns(clients[i].dev, clients[i].ino, (long)getuid(), -1);
+	close(clients[i].fd);
+	clients[i] = clients[--nclients];
+}
+
+static void end_all(int stepd_gone)
+{
+	for (int i = nclients - 1; i >= 0; i--)
+		drop_client(i, 1);
+	if (listen_path != NULL)
+		unlink(listen_path);
+	teardown(stepd_gone);
+}
+
+static void accept_client(void)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	/* Only the job user (and root) may use the container. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+	    (cred.uid != getuid() && cred.uid != 0) || nclients == MAX_CLIENTS) {
+		close(fd);
+		return;
+	}
+	clients[nclients++] = (struct client){ fd, 0, 0, 0, 0 };
+}
+
+/* A message (or the end) from client i. Returns 1 when the container must end. */
+static int client_says(int i, int stopped, int job, int stepd)
+{
+	char buf[128];
+	ssize_t n = recv(clients[i].fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+
+	if (n < 0)
+		return 0;                 /* EAGAIN, EINTR: nothing yet */
+	if (n == 0) {
+		if (!job) {
+			/* Closed without a word: slurmstepd is going (its files close before
+			 * its pidfd says so), or the plugin failed. */
+			struct pollfd p = { stepd, POLLIN, 0 };
+			end_all(stepd >= 0 && poll(&p, 1, 2000) > 0);
+		}
+		drop_client(i, 1);
+		return 0;
+	}
+	buf[n] = '\0';
+	if (strcmp(buf, KEEPER_MSG_STOP) == 0)
+		return 1;
+	if (strcmp(buf, KEEPER_MSG_ATTACH) == 0) {
+		if (stopped)
+			attach_reply(&clients[i]);
+		else
+			clients[i].waiting = 1;
+	} else if (strncmp(buf, KEEPER_MSG_LAYER " ", strlen(KEEPER_MSG_LAYER) + 1) == 0) {
+		clients[i].has_layer = sscanf(buf + strlen(KEEPER_MSG_LAYER) + 1, "%llu %llu",
+					      &clients[i].dev, &clients[i].ino) == 2;
+	} else if (strcmp(buf, KEEPER_MSG_BYE) == 0) {
+		drop_client(i, 0);
+	}
+	return 0;
+}
+
+static int listen_on(const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	unlink(path);   /* a dead keeper's; the plugin holds the job's lock for this key */
+	umask(077);
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 64) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	struct pollfd fds[3 + MAX_CLIENTS];
+	sigset_t chld;
+	char text[96];
+	int own[2], status = 0, stopped = 0, job = 0, idle_s = 0, first = 1;
+	int stepd = fcntl(KEEPER_FD_STEPD, F_GETFD) >= 0 ? KEEPER_FD_STEPD : -1;
+	double idle_since = -1;
+
+	if (argc >= 4 && strcmp(argv[1], "--job") == 0) {
+		job = 1;
+		listen_path = argv[2];
+		idle_s = atoi(argv[3]);
+		first = 4;
+	}
+	if (argc >= first + 4 && strcmp(argv[first], "--use-cache") == 0) {
+		use_dir = argv[first + 1];
+		use_key = argv[first + 2];
+		use_data = argv[first + 3];
+		first += 4;
+	} else if (argc >= first + 6 && strcmp(argv[first], "--fill-cache") == 0) {
+		fill_dir = argv[first + 1];
+		fill_key = argv[first + 2];
+		fill_image = argv[first + 3];
+		fill_tool = argv[first + 4];
+		fill_max = strtoull(argv[first + 5], NULL, 10);
+		first += 6;
+	}
+	if (argc <= first || fcntl(KEEPER_FD_CONTROL, F_GETFD) < 0) {
+		fprintf(stderr, "squall: " PROG " is started by the squall SPANK plugin, with the "
+			"runtime's command line and its control socket on fd %d\n", KEEPER_FD_CONTROL);
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
+		signal(job_signals[i], SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sigfd < 0) {
+		fprintf(stderr, "squall: " PROG ": signalfd: %s\n", strerror(errno));
+		return 1;
+	}
+	if (job) {
+		/* Kept for the job: the starting step is one user among others. */
+		if (stepd >= 0)
+			close(stepd);
+		stepd = -1;
+		listen_fd = listen_on(listen_path);
+		if (listen_fd < 0) {
+			fprintf(stderr, "squall: " PROG " cannot listen on %s: %s\n", listen_path,
+				strerror(errno));
+			return 1;
+		}
+	}
+	clients[nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, 0, 0, 0 };
+	/* The tree stays in the cache as long as this container may read it. */
+	if (use_dir != NULL && sq_extracted_hold(use_dir, use_key) < 0) {
+		fprintf(stderr, "squall: " PROG ": the extracted image %s/%s is gone\n", use_dir,
+			use_key);
+		return 1;
+	}
+	start_runtime(argv + first);
+	if (runtime < 0) {
+		fprintf(stderr, "squall: " PROG " cannot fork the runtime: %s\n", strerror(errno));
+		return 1;
+	}
+	own[0] = sq_pidfd_open(getpid());
+	own[1] = sq_pidfd_open(runtime);
+	snprintf(text, sizeof(text), KEEPER_MSG_STARTED " %d %d", (int)getpid(), (int)runtime);
+	say(KEEPER_FD_CONTROL, text, own, (own[0] >= 0 && own[1] >= 0) ? 2 : 0);
+	close(own[0]);
+	close(own[1]);
+
+	for (;;) {
+		int nfds = 0, wait_ms = -1, ev;
+
+		fds[nfds++] = (struct pollfd){ sigfd, POLLIN, 0 };
+		fds[nfds++] = (struct pollfd){ stepd, POLLIN, 0 };
+		fds[nfds++] = (struct pollfd){ listen_fd, POLLIN, 0 };
+		for (int i = 0; i < nclients; i++)
+			fds[nfds++] = (struct pollfd){ clients[i].fd, POLLIN, 0 };
+		if (job && nclients == 0 && stopped) {
+			if (idle_since < 0)
+				idle_since = now_s();
+			wait_ms = (int)((idle_since + idle_s - now_s()) * 1000);
+			if (wait_ms <= 0)
+				end_all(0);   /* nobody used it for idle_s: the job is done with it */
+		} else {
+			idle_since = -1;
+		}
+		if (poll(fds, (nfds_t)nfds, wait_ms) < 0) {
+			if (errno == EINTR)
+				continue;
+			end_all(0);
+		}
+		if (fds[0].revents) {
+			ev = runtime_event(&status);
+			if (ev == 'S' && !stopped) {
+				stopped = 1;
+				have_ns = sq_mntns_of((long)runtime, &ns_dev, &ns_ino) == 0;
+				say(KEEPER_FD_CONTROL, KEEPER_MSG_READY, NULL, 0);
+				for (int i = 0; i < nclients; i++)
+					if (clients[i].waiting)
+						attach_reply(&clients[i]);
+				if (fill_dir != NULL)
+					fill_cache();
+			} else if (ev == 'X') {
+				if (!stopped) {
+					snprintf(text, sizeof(text), KEEPER_MSG_EXITED " %d", status);
+					say(KEEPER_FD_CONTROL, text, NULL, 0);
+				}
+				end_all(0);
+			}
+		}
+		if (stepd >= 0 && fds[1].revents)
+			end_all(1);
+		if (listen_fd >= 0 && fds[2].revents)
+			accept_client();
+		/* Clients from the end: drop_client moves the last one into the slot. */
+		for (int i = nfds - 4; i >= 0; i--)
+			if (i < nclients && fds[3 + i].fd == clients[i].fd && fds[3 + i].revents &&
+			    client_says(i, stopped, job, stepd))
+				end_all(0);
+	}
+}

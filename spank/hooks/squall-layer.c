@@ -1,0 +1,401 @@
+/*
+ * squall-layer: a fresh layer for one step on the job's kept container (lifecycle.h).
+ *
+ *   squall-layer --pid PID [--renew MAJ:MIN]...
+ *
+ * Run by the plugin as the job user, with fd 3 the container's user namespace, fd 4 its
+ * mount namespace, fd 5 the write end of a pipe ("ready PID\n" once the layer is built) and
+ * fd 6 the read end of another (the plugin closes it once it holds the layer, whose
+ * mount namespace, root and working directory it finds through /proc/PID). It joins
+ * the container's namespaces, makes a mount namespace of its own from a copy of the
+ * container's, and there builds the step's root:
+ *   - an overlay whose lower layer is the container's root (the image and what the
+ *     runtime set up) and whose upper layer is a new, empty tmpfs directory, so the
+ *     step's writes go there and vanish with it (read-only when the container's root is);
+ *   - every tmpfs the runtime mounted in the container (--renew: their devices, the ones
+ *     not seen on the host) mounted again, empty, with the same options;
+ *   - every other mount (/proc, /sys, /dev, binds of host directories) bound again.
+ * then pivots into it and changes to the directory the container's first process (PID)
+ * is in. The plugin's tasks join that mount namespace instead of the container's: their
+ * writes never reach the kept container, nor another step's layer.
+ * Exit 0 after the plugin let go; 1 with one line on stderr when the layer cannot be made
+ * (the plugin then starts a container for the step).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PROG "squall-layer"
+#define FD_USERNS 3
+#define FD_MNTNS 4
+#define FD_READY 5
+#define FD_RELEASE 6
+#define MAX_RENEW 64
+
+struct mnt {
+	char dev[32];
+	char point[PATH_MAX];
+	char fstype[64];
+	char flags[256];     /* per-mount options: ro, nosuid, ... */
+	char super[512];     /* superblock options: size=, mode=, ... */
+};
+
+static void die(const char *what, const char *arg)
+{
+	fprintf(stderr, "squall: " PROG ": %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "",
+		strerror(errno));
+	exit(1);
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '7' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+/* Every mount of this namespace, in mountinfo order (a parent before its children). */
+static struct mnt *read_mounts(size_t *count)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	struct mnt *list = NULL;
+	size_t n = 0, cap = 0;
+	char line[4096];
+
+	if (f == NULL)
+		die("cannot read", "/proc/self/mountinfo");
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char dev[32], root[PATH_MAX], point[PATH_MAX], flags[256], *sep, *rest;
+		char fstype[64], source[PATH_MAX], super[512];
+
+		if (sscanf(line, "%*s %*s %31s %4095s %4095s %255s", dev, root, point, flags) != 4)
+			continue;
+		sep = strstr(line, " - ");
+		if (sep == NULL)
+			continue;
+		rest = sep + 3;
+		super[0] = '\0';
+		if (sscanf(rest, "%63s %4095s %511s", fstype, source, super) < 2)
+			continue;
+		if (n == cap) {
+			struct mnt *grown = realloc(list, (cap = cap ? cap * 2 : 32) * sizeof(*list));
+			if (grown == NULL)
+				die("out of memory", NULL);
+			list = grown;
+		}
+		snprintf(list[n].dev, sizeof(list[n].dev), "%s", dev);
+		unescape(point);
+		snprintf(list[n].point, sizeof(list[n].point), "%s", point);
+		snprintf(list[n].fstype, sizeof(list[n].fstype), "%s", fstype);
+		snprintf(list[n].flags, sizeof(list[n].flags), "%s", flags);
+		snprintf(list[n].super, sizeof(list[n].super), "%s", super);
+		n++;
+	}
+	fclose(f);
+	*count = n;
+	return list;
+}
+
+static int has_option(const char *csv, const char *opt)
+{
+	size_t len = strlen(opt);
+
+	for (const char *p = csv; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, opt, len) == 0 && (p[len] == ',' || p[len] == '\0'))
+			return 1;
+	return 0;
+}
+
+static unsigned long mount_flags(const char *csv)
+{
+	unsigned long f = 0;
+
+	if (has_option(csv, "ro"))
+		f |= MS_RDONLY;
+	if (has_option(csv, "nosuid"))
+		f |= MS_NOSUID;
+	if (has_option(csv, "nodev"))
+		f |= MS_NODEV;
+	if (has_option(csv, "noexec"))
+		f |= MS_NOEXEC;
+	if (has_option(csv, "noatime"))
+		f |= MS_NOATIME;
+	if (has_option(csv, "nodiratime"))
+		f |= MS_NODIRATIME;
+	return f;
+}
+
+/* The tmpfs superblock options worth keeping: size, inodes, mode, owner. */
+static void tmpfs_data(const char *super, char *out, size_t len)
+{
+	static const char *const keep[] = { "size=", "nr_inodes=", "mode=", "uid=", "gid=", NULL };
+	size_t o = 0;
+	char copy[512], *save = NULL;
+
+	out[0] = '\0';
+	snprintf(copy, sizeof(copy), "%s", super);
+	for (char *opt = strtok_r(copy, ",", &save); opt; opt = strtok_r(NULL, ",", &save))
+		for (int i = 0; keep[i]; i++)
+			if (strncmp(opt, keep[i], strlen(keep[i])) == 0 && o + strlen(opt) + 2 < len)
+				o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", opt);
+}
+
+static int under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return 1;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+static void mkdirs(const char *path)
+{
+	char buf[PATH_MAX * 2];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(buf, 0755);
+			*p = '/';
+		}
+	mkdir(buf, 0755);
+}
+
+/* 0 when dir can hold the scratch tmpfs: a directory with no mount below it to bind from,
+ * and no mount on it unless a renewed one. */
+static int scratch_ok(const char *dir, const struct mnt *mounts, size_t nmounts,
+		      const char *const *renew, int nrenew)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return -1;
+	for (size_t m = 0; m < nmounts; m++) {
+		int renewed = 0;
+		for (int r = 0; r < nrenew; r++)
+			renewed |= strcmp(renew[r], mounts[m].dev) == 0;
+		if (strcmp(mounts[m].point, dir) == 0 ? !renewed : under(mounts[m].point, dir))
+			return -1;
+	}
+	return 0;
+}
+
+static int pick_scratch(const struct mnt *mounts, size_t nmounts, const char *const *renew,
+			int nrenew, char *out, size_t len)
+{
+	static const char *const preferred[] = { "/tmp", "/var/tmp", "/run", "/mnt", "/opt",
+						 "/srv", "/home", "/root", NULL };
+	struct dirent *e;
+	DIR *d;
+
+	for (int i = 0; preferred[i]; i++)
+		if (scratch_ok(preferred[i], mounts, nmounts, renew, nrenew) == 0)
+			return snprintf(out, len, "%s", preferred[i]) < 0 ? -1 : 0;
+	if ((d = opendir("/")) == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		char dir[NAME_MAX + 2];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(dir, sizeof(dir), "/%s", e->d_name);
+		if (scratch_ok(dir, mounts, nmounts, renew, nrenew) == 0) {
+			snprintf(out, len, "%s", dir);
+			closedir(d);
+			return 0;
+		}
+	}
+	closedir(d);
+	return -1;
+}
+
+static int renewed(const char *dev, const char *const *renew, int nrenew)
+{
+	for (int r = 0; r < nrenew; r++)
+		if (strcmp(renew[r], dev) == 0)
+			return 1;
+	return 0;
+}
+
+/* Mount a fresh tmpfs on top of each renewed one, where it is. 1 done; 0 when a mount sits
+ * below a renewed tmpfs (it would be hidden: the caller builds a new root instead). */
+static int fresh_in_place(const struct mnt *mounts, size_t nmounts, const char *const *renew,
+			  int nrenew)
+{
+	for (size_t i = 0; i < nmounts; i++)
+		for (size_t j = 0; j < nmounts; j++)
+			if (i != j && renewed(mounts[i].dev, renew, nrenew) &&
+			    strcmp(mounts[j].point, mounts[i].point) != 0 &&
+			    under(mounts[j].point, mounts[i].point))
+				return 0;
+	for (size_t i = 0; i < nmounts; i++) {
+		char opts[512];
+		if (!renewed(mounts[i].dev, renew, nrenew) || strcmp(mounts[i].fstype, "tmpfs") != 0)
+			continue;
+		tmpfs_data(mounts[i].super, opts, sizeof(opts));
+		if (mount("tmpfs", mounts[i].point, "tmpfs", mount_flags(mounts[i].flags), opts) < 0)
+			die("cannot mount a fresh tmpfs on", mounts[i].point);
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *renew[MAX_RENEW];
+	char cwd[PATH_MAX] = "/", link[64], scratch[PATH_MAX], upper[PATH_MAX + 8];
+	char work[PATH_MAX + 8], root[PATH_MAX + 8], data[PATH_MAX * 3 + 64];
+	char covered[256][PATH_MAX / 16];
+	size_t nmounts, ncovered = 0;
+	struct mnt *mounts, *rootmnt = NULL;
+	int nrenew = 0;
+	long pid = -1;
+	ssize_t len;
+	char byte;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--pid") == 0 && i + 1 < argc)
+			pid = strtol(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--renew") == 0 && i + 1 < argc && nrenew < MAX_RENEW)
+			renew[nrenew++] = argv[++i];
+		else {
+			fprintf(stderr, "squall: " PROG " is run by the squall SPANK plugin "
+				"(--pid PID [--renew MAJ:MIN]...)\n");
+			return 2;
+		}
+	}
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
+			signal(s, SIG_IGN);   /* a job signal must not stop it half way */
+	if (setns(FD_USERNS, CLONE_NEWUSER) < 0)
+		die("cannot join the container's user namespace", NULL);
+	if (setns(FD_MNTNS, CLONE_NEWNS) < 0)
+		die("cannot join the container's mount namespace", NULL);
+	snprintf(link, sizeof(link), "/proc/%ld/cwd", pid);
+	if (pid > 0 && (len = readlink(link, cwd, sizeof(cwd) - 1)) > 0 && cwd[0] == '/')
+		cwd[len] = '\0';
+	else
+		snprintf(cwd, sizeof(cwd), "/");
+	if (unshare(CLONE_NEWNS) < 0)
+		die("cannot make a mount namespace for the step", NULL);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("cannot make the step's mounts private", NULL);
+	mounts = read_mounts(&nmounts);
+	for (size_t i = 0; i < nmounts; i++)
+		if (strcmp(mounts[i].point, "/") == 0)
+			rootmnt = &mounts[i];   /* the last one mounted on / is the root */
+	if (rootmnt == NULL) {
+		errno = ENOENT;
+		die("cannot find the container's root in", "/proc/self/mountinfo");
+	}
+
+	/* A read-only root has nothing to renew: the step keeps it, and only gets fresh
+	 * tmpfs mounts, on top of the container's (which its tasks then cannot reach). */
+	if (has_option(rootmnt->flags, "ro") && fresh_in_place(mounts, nmounts, renew, nrenew))
+		goto ready;
+
+	/* Scratch space for the upper layer, mounted on a directory of the container's root:
+	 * the overlay's lower layer is the root's own filesystem, which a mount on top does
+	 * not change. Not on a directory that holds mounts to bind again from there. */
+	if (pick_scratch(mounts, nmounts, renew, nrenew, scratch, sizeof(scratch)) < 0) {
+		errno = ENOENT;
+		die("no top-level directory of the container's root is free for the step's "
+		    "scratch space", NULL);
+	}
+	if (mount("squall-layer", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") < 0)
+		die("cannot mount the step's scratch tmpfs on", scratch);
+	snprintf(upper, sizeof(upper), "%s/u", scratch);
+	snprintf(work, sizeof(work), "%s/w", scratch);
+	snprintf(root, sizeof(root), "%s/r", scratch);
+	if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(root, 0755) < 0)
+		die("cannot create the step's layer directories in", scratch);
+	{
+		/* The upper directory's root takes the owner and mode of the container's root. */
+		struct stat st;
+		if (stat("/", &st) == 0) {
+			if (chmod(upper, st.st_mode & 07777) < 0 || lchown(upper, st.st_uid, st.st_gid) < 0) {
+				/* an unmapped owner: the layer still works */
+			}
+		}
+	}
+	snprintf(data, sizeof(data), "lowerdir=/,upperdir=%s,workdir=%s,userxattr", upper, work);
+	if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, data) < 0) {
+		snprintf(data, sizeof(data), "lowerdir=/,upperdir=%s,workdir=%s", upper, work);
+		if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, data) < 0)
+			die("the kernel refused an overlay on the container's root", NULL);
+	}
+
+	for (size_t i = 0; i < nmounts; i++) {
+		struct mnt *m = &mounts[i];
+		char target[PATH_MAX * 2];
+		int is_renew = 0, skip = 0;
+
+		if (m == rootmnt || strcmp(m->point, "/") == 0)
+			continue;
+		for (size_t c = 0; c < ncovered && !skip; c++)
+			skip = under(m->point, covered[c]);
+		if (skip)
+			continue;
+		for (int r = 0; r < nrenew; r++)
+			is_renew |= strcmp(renew[r], m->dev) == 0;
+		snprintf(target, sizeof(target), "%s%s", root, m->point);
+		mkdirs(target);
+		if (is_renew && strcmp(m->fstype, "tmpfs") == 0) {
+			char opts[512];
+			tmpfs_data(m->super, opts, sizeof(opts));
+			if (mount("tmpfs", target, "tmpfs", mount_flags(m->flags), opts) < 0)
+				die("cannot mount a fresh tmpfs on", m->point);
+			continue;
+		}
+		if (mount(m->point, target, NULL, MS_BIND | MS_REC, NULL) < 0)
+			die("cannot bind the container's mount", m->point);
+		if (ncovered < sizeof(covered) / sizeof(covered[0]) &&
+		    strlen(m->point) < sizeof(covered[0]))
+			snprintf(covered[ncovered++], sizeof(covered[0]), "%s", m->point);
+	}
+	if (has_option(rootmnt->flags, "ro") &&
+	    mount(NULL, root, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		  NULL) < 0)
+		die("cannot make the step's root read-only", NULL);
+
+	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		die("cannot switch to the step's root", NULL);
+ready:
+	if (chdir(cwd) < 0 && chdir("/") < 0)
+		die("cannot change to", cwd);
+	free(mounts);
+
+	{
+		char ready[32];
+		int n = snprintf(ready, sizeof(ready), "ready %d\n", (int)getpid());
+		if (write(FD_READY, ready, (size_t)n) != n)
+			die("cannot tell the plugin", NULL);
+	}
+	close(FD_READY);
+	while ((len = read(FD_RELEASE, &byte, 1)) != 0)
+		if (len < 0 && errno != EINTR)
+			break;
+	return 0;
+}

@@ -1,0 +1,54 @@
+/*
+ * extracted.h: the node-local cache of extracted images, on disk (core/nodecache.h says
+ * what and why). Everything here runs as the job user, in the user's own cache directory
+ * CACHE/UID (made by root, mode 0700): the tree is extracted by the user's `unsquashfs`
+ * and mounted by the user, in a user namespace of the runtime's own; root never reads the
+ * image or the tree.
+ *
+ *   CACHE/UID/KEY/rootfs        a complete tree (its presence is what "complete" means)
+ *   CACHE/UID/KEY.size          its size in bytes (for eviction)
+ *   CACHE/UID/KEY.lock          held shared while a container uses the tree, exclusive
+ *                               while it is extracted or evicted; its mtime is the last use
+ *   CACHE/UID/KEY.tmp-PID/      an extraction in progress (or left by a killed one)
+ */
+#ifndef SQUALL_PLUGIN_EXTRACTED_H
+#define SQUALL_PLUGIN_EXTRACTED_H
+
+#include <stddef.h>
+
+#define SQ_CACHE_MAX_AGE_S (14LL * 24 * 3600)   /* unused this long: evicted */
+
+/* The cache key of the image at path (identity: sq_image's): core sq_cache_key over the
+ * identity and the file's superblock, read as the caller. 0 ok, -1 unreadable. */
+int sq_extracted_key(const char *path, const char *identity, char key[33]);
+
+/* The unsquashfs to extract with (a fixed list of system directories, never PATH), or
+ * NULL when there is none. */
+const char *sq_extracted_tool(void);
+
+/* 1 when CACHE_DIR/KEY is complete. */
+int sq_extracted_ready(const char *cache_dir, const char *key);
+
+/* Take CACHE_DIR/KEY for use: its lock held shared (and its mtime, the last use, set to
+ * now). The returned descriptor holds it; -1 when it is gone or being removed. */
+int sq_extracted_hold(const char *cache_dir, const char *key);
+
+/* Extract image into CACHE_DIR/KEY with unsquashfs (absolute path), unless it is there or
+ * another process is extracting it; then evict (max_bytes, SQ_CACHE_MAX_AGE_S). Runs at
+ * the lowest CPU and I/O priority. 0 done or skipped, -1 failed (nothing published). */
+int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
+		       const char *unsquashfs, unsigned long long max_bytes);
+
+/* Remove entries as core/nodecache.h plans, stale extractions (their process is gone)
+ * and half-removed trees. */
+void sq_extracted_evict(const char *cache_dir, unsigned long long max_bytes);
+
+/* In the runtime's process before it execs the runtime: a new user namespace (the
+ * caller's uid and gid mapped to themselves) and mount namespace, a tmpfs on data_dir
+ * and there an overlay named `name` whose lower layer is CACHE_DIR/KEY/rootfs: the
+ * runtime then starts NAME with ENROOT_DATA_PATH=data_dir and writes only to the tmpfs.
+ * 0 ok; -1 with a message on stderr. */
+int sq_extracted_mount(const char *cache_dir, const char *key, const char *data_dir,
+		       const char *name);
+
+#endif

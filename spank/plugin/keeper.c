@@ -1,0 +1,406 @@
+/* keeper.c: see keeper.h. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "keeper.h"
+#include "pidfd.h"
+#include "procstat.h"
+#include "reap.h"
+
+/* The keeper's own grace (SIGCONT, then SIGKILL after 10 s) plus its sweep. */
+#define STOP_WAIT_MS 15000
+#define RECORD_PREFIX "keeper-"
+
+void sq_keeper_init(struct sq_keeper *k)
+{
+	k->pid = -1;
+	k->starttime = 0;
+	k->pidfd = -1;
+	k->sock = -1;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* One message from the keeper within the deadline (<= 0: none). Returns its length, 0 when
+ * the keeper closed the socket, -1 on timeout or error. fds (up to 2) received with it are
+ * stored in fds[], else left at -1. */
+static ssize_t hear(int sock, char *buf, size_t len, int fds[2], double deadline)
+{
+	struct msghdr msg = { 0 };
+	struct iovec iov = { buf, len - 1 };
+	char control[CMSG_SPACE(2 * sizeof(int))];
+	ssize_t n;
+
+	for (;;) {
+		struct pollfd p = { sock, POLLIN, 0 };
+		int wait_ms = -1, r;
+
+		if (deadline > 0) {
+			double left = deadline - now_s();
+			if (left <= 0)
+				return -1;
+			wait_ms = (int)(left * 1000) + 1;
+		}
+		r = poll(&p, 1, wait_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		break;
+	}
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	do {
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int got[2] = { -1, -1 };
+			memcpy(got, CMSG_DATA(c), (nfds > 2 ? 2 : nfds) * sizeof(int));
+			for (size_t i = 0; i < nfds && i < 2; i++) {
+				if (fds != NULL)
+					fds[i] = got[i];
+				else
+					close(got[i]);
+			}
+		}
+	}
+	return n;
+}
+
+static void start_failed(const struct sq_child *capture, const char *why, char *err,
+			 size_t errlen)
+{
+	sq_child_failure(capture, "container start", why, err, errlen);
+}
+
+int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
+		    const char *const *keeper_args, char *const argv[],
+		    char *const envp[], const struct sq_cred *cred, struct sq_child *capture,
+		    int timeout_s, pid_t *runtime_pid, int *runtime_pidfd, char *err,
+		    size_t errlen)
+{
+	char buf[128], **kargv;
+	int pair[2], pass[2], got[2] = { -1, -1 }, n = 0, nk = 0, kpid = 0, rpid = 0;
+	double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+	ssize_t len;
+
+	*runtime_pid = -1;
+	*runtime_pidfd = -1;
+	while (argv[n] != NULL)
+		n++;
+	while (keeper_args != NULL && keeper_args[nk] != NULL)
+		nk++;
+	kargv = calloc((size_t)(n + nk) + 2, sizeof(char *));
+	if (kargv == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+		snprintf(err, errlen, "cannot prepare the container start: %s", strerror(errno));
+		free(kargv);
+		return -1;
+	}
+	kargv[0] = (char *)keeper_path;
+	if (nk > 0)
+		memcpy(kargv + 1, keeper_args, (size_t)nk * sizeof(char *));
+	memcpy(kargv + 1 + nk, argv, (size_t)n * sizeof(char *));
+	pass[0] = pair[1];
+	/* This slurmstepd, as the keeper sees it: its end means the step's tasks are
+	 * orphaned and the container must go with them. */
+	pass[1] = sq_pidfd_open(getpid());
+	if (sq_spawn_detached(keeper_path, kargv, envp, cred, pass, pass[1] >= 0 ? 2 : 1,
+			      capture, err, errlen) < 0) {
+		close(pair[0]);
+		close(pair[1]);
+		if (pass[1] >= 0)
+			close(pass[1]);
+		free(kargv);
+		return -1;
+	}
+	free(kargv);
+	close(pair[1]);
+	if (pass[1] >= 0)
+		close(pass[1]);
+	k->sock = pair[0];
+
+	len = hear(k->sock, buf, sizeof(buf), got, deadline);
+	if (len <= 0 || sscanf(buf, KEEPER_MSG_STARTED " %d %d", &kpid, &rpid) != 2 ||
+	    got[0] < 0 || got[1] < 0) {
+		start_failed(capture, len == 0 ? "its keeper exited" : "no word from its keeper",
+			     err, errlen);
+		goto fail;
+	}
+	k->pid = kpid;
+	k->pidfd = got[0];
+	*runtime_pid = rpid;
+	*runtime_pidfd = got[1];
+	if (sq_pidfd_signal(k->pidfd, 0) == 0) {
+		char state;
+		sq_procstat_read(kpid, &state, &k->starttime);
+	}
+
+	len = hear(k->sock, buf, sizeof(buf), NULL, deadline);
+	if (len > 0 && strcmp(buf, KEEPER_MSG_READY) == 0)
+		return 0;
+	if (len > 0 && strncmp(buf, KEEPER_MSG_EXITED " ", strlen(KEEPER_MSG_EXITED) + 1) == 0) {
+		char why[64];
+		sq_status_text(atoi(buf + strlen(KEEPER_MSG_EXITED) + 1), why, sizeof(why));
+		start_failed(capture, why, err, errlen);
+	} else if (len < 0 && deadline > 0 && now_s() >= deadline) {
+		snprintf(err, errlen, "container start failed: the runtime did not reach the "
+			 "container's first command within %d s (a wrapper around enroot must exec "
+			 "it, not run it as a child)", timeout_s);
+	} else {
+		start_failed(capture, "its keeper went away", err, errlen);
+	}
+fail:
+	if (got[1] >= 0 && *runtime_pidfd < 0)
+		close(got[1]);
+	if (got[0] >= 0 && k->pidfd < 0)
+		close(got[0]);
+	if (*runtime_pidfd >= 0)
+		close(*runtime_pidfd);
+	*runtime_pidfd = -1;
+	*runtime_pid = -1;
+	sq_keeper_stop(k, cred->uid);
+	return -1;
+}
+
+void sq_keeper_stop(struct sq_keeper *k, uid_t uid)
+{
+	if (k->sock >= 0) {
+		if (send(k->sock, KEEPER_MSG_STOP, strlen(KEEPER_MSG_STOP), MSG_NOSIGNAL) < 0) {
+			/* it is gone already: the wait below returns at once */
+		}
+	}
+	if (k->pidfd >= 0 && sq_pidfd_wait_exit(k->pidfd, STOP_WAIT_MS) == 0) {
+		sq_pidfd_signal(k->pidfd, SIGKILL);
+		sq_pidfd_wait_exit(k->pidfd, 2000);
+		/* It did not sweep its session: what is left there keeps the session id
+		 * allocated, so it names the container's processes and nothing else. */
+		for (int round = 0; round < 50 && sq_reap_session(k->pid, (long)uid, -1) > 0;
+		     round++)
+			usleep(20000);
+	}
+	if (k->sock >= 0)
+		close(k->sock);
+	if (k->pidfd >= 0)
+		close(k->pidfd);
+	sq_keeper_init(k);
+}
+
+void sq_keeper_leave(struct sq_keeper *k)
+{
+	if (k->sock >= 0 &&
+	    send(k->sock, KEEPER_MSG_BYE, strlen(KEEPER_MSG_BYE), MSG_NOSIGNAL) < 0) {
+		/* gone already */
+	}
+	if (k->sock >= 0)
+		close(k->sock);
+	if (k->pidfd >= 0)
+		close(k->pidfd);
+	sq_keeper_init(k);
+}
+
+static void record_path(char *buf, size_t len, const char *dir, uint32_t jobid,
+			const char *what)
+{
+	snprintf(buf, len, "%s/" RECORD_PREFIX "%u.%s", dir, (unsigned)jobid, what);
+}
+
+int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
+		     const struct sq_keeper *k, char *err, size_t errlen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 16], line[96];
+	size_t len;
+	int fd;
+
+	if (sq_running_format((long)k->pid, k->starttime, line, sizeof(line)) < 0)
+		return snprintf(err, errlen, "cannot format the keeper record"), -1;
+	record_path(path, sizeof(path), dir, jobid, what);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	len = strlen(line);
+	if (write(fd, line, len) != (ssize_t)len) {
+		close(fd);
+		unlink(tmp);
+		goto fail;
+	}
+	close(fd);
+	if (rename(tmp, path) == 0)
+		return 0;
+	unlink(tmp);
+fail:
+	snprintf(err, errlen, "cannot record the container's keeper in %s: %s", dir,
+		 strerror(errno));
+	return -1;
+}
+
+void sq_keeper_forget(const char *dir, uint32_t jobid, const char *what)
+{
+	char path[PATH_MAX];
+
+	record_path(path, sizeof(path), dir, jobid, what);
+	unlink(path);
+}
+
+static void layer_path(char *buf, size_t len, const char *dir, uint32_t jobid, uint32_t stepid)
+{
+	snprintf(buf, len, "%s/layer-%u.%u", dir, (unsigned)jobid, (unsigned)stepid);
+}
+
+int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
+		    unsigned long long ino)
+{
+	char path[PATH_MAX], line[64];
+	int fd, n, rc = -1;
+
+	layer_path(path, sizeof(path), dir, jobid, stepid);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	n = snprintf(line, sizeof(line), "%llu %llu\n", dev, ino);
+	if (write(fd, line, (size_t)n) == n)
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid)
+{
+	char path[PATH_MAX];
+
+	layer_path(path, sizeof(path), dir, jobid, stepid);
+	unlink(path);
+}
+
+/* The tasks a dead step left in its layer (kept.h), as root. */
+static void sweep_layer(int dirfd_, const char *name, uid_t uid)
+{
+	unsigned long long dev, ino;
+	char buf[64];
+	ssize_t n;
+	int fd = openat(dirfd_, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	if (sscanf(buf, "%llu %llu", &dev, &ino) != 2)
+		return;
+	for (int round = 0; round < 100 && sq_reap_mntns(dev, ino, (long)uid, -1) > 0; round++)
+		usleep(20000);
+}
+
+/* End the container of one record, as root: the keeper if it is still the recorded process
+ * and uid's, then every process of uid in its session. 1 when something ran. */
+static int sweep_record(const char *path, uid_t uid)
+{
+	char buf[128], state;
+	unsigned long long recorded, start, devs[4], inos[4];
+	long pid;
+	ssize_t n;
+	int fd, ran = 0, pidfd, nns = 0;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n <= 0 || sq_running_parse(buf, (size_t)n, &pid, &recorded) < 0)
+		return 0;
+	pidfd = sq_pidfd_open((pid_t)pid);
+	if (pidfd >= 0) {
+		if (sq_procstat_read(pid, &state, &start) == 0 && start == recorded &&
+		    sq_proc_owned_by(pid, (long)uid)) {
+			/* The container's mount namespaces, while its runtime still holds them
+			 * (it ends as soon as the keeper does). */
+			nns = sq_session_mntns(pid, (long)uid, devs, inos, 4);
+			sq_pidfd_signal(pidfd, SIGKILL);
+			sq_pidfd_wait_exit(pidfd, 2000);
+			ran = 1;
+		} else {
+			/* Another process took the number: the session (if any) is not ours. */
+			close(pidfd);
+			return 0;
+		}
+		close(pidfd);
+	}
+	/* The session id stays allocated while a member lives: what has it is the container's,
+	 * and so is what runs in the container's mount namespaces (tasks of a dead step). */
+	if (nns == 0)
+		nns = sq_session_mntns(pid, (long)uid, devs, inos, 4);
+	for (int round = 0; round < 100; round++) {
+		int k = sq_reap_session(pid, (long)uid, -1);
+		for (int i = 0; i < nns; i++)
+			k += sq_reap_mntns(devs[i], inos[i], (long)uid, -1);
+		if (k <= 0)
+			break;
+		ran = 1;
+		usleep(20000);
+	}
+	return ran;
+}
+
+int sq_keeper_sweep_job(const char *dir, uint32_t jobid, uid_t uid)
+{
+	char prefix[64], kept[64], path[PATH_MAX];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int running = 0;
+
+	if (d == NULL)
+		return 0;
+	snprintf(prefix, sizeof(prefix), RECORD_PREFIX "%u.", (unsigned)jobid);
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (strstr(e->d_name, ".tmp") == NULL)
+			running += sweep_record(path, uid);
+		unlink(path);
+	}
+	/* Tasks left in the layers of dead steps, then the sockets and locks of the job's
+	 * kept containers (kept.h). */
+	rewinddir(d);
+	snprintf(prefix, sizeof(prefix), "layer-%u.", (unsigned)jobid);
+	snprintf(kept, sizeof(kept), "kept-%u-", (unsigned)jobid);
+	while ((e = readdir(d)) != NULL) {
+		int layer = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+		if (layer)
+			sweep_layer(dirfd(d), e->d_name, uid);
+		if ((layer || strncmp(e->d_name, kept, strlen(kept)) == 0) &&
+		    unlinkat(dirfd(d), e->d_name, 0) < 0 &&
+		    unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) < 0) {
+			/* gone already (a data directory is empty outside its keeper) */
+		}
+	}
+	closedir(d);
+	return running;
+}

@@ -1,0 +1,414 @@
+/* kept.c: see kept.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "extracted.h"
+#include "kept.h"
+#include "lifecycle.h"
+#include "mountinfo.h"
+#include "pidfd.h"
+#include "procstat.h"
+#include "report.h"
+
+#define ATTACH_WAIT_S 300     /* a kept container being started by another step */
+#define LAYER_WAIT_MS 30000
+
+/* Read a whole small file (mountinfo) into a heap string; NULL on error. */
+static char *slurp(const char *path)
+{
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (buf == NULL || fd < 0) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	for (;;) {
+		ssize_t n;
+		if (len + 1 >= cap) {
+			char *bigger = realloc(buf, cap * 2);
+			if (bigger == NULL)
+				break;
+			buf = bigger;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return buf;
+}
+
+static void kept_path(char *buf, size_t len, const char *dir, uint32_t jobid, const char *key,
+		      const char *suffix)
+{
+	snprintf(buf, len, "%s/kept-%u-%s.%s", dir, (unsigned)jobid, key, suffix);
+}
+
+/* A connected socket to the keeper of (jobid, key); -1 (errno) when none answers. */
+static int dial(const char *dir, uint32_t jobid, const char *key)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd;
+
+	kept_path(addr.sun_path, sizeof(addr.sun_path), dir, jobid, key, "sock");
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int sq_kept_key(const struct sq_start_request *r, const char *identity, char key[33])
+{
+	char flags[64], *conf = r->conf_path ? slurp(r->conf_path) : NULL;
+	char *rc = r->rc_path ? slurp(r->rc_path) : NULL;
+	const char *parts[] = { r->enroot, r->target, identity ? identity : "", flags,
+				conf ? conf : "", rc ? rc : "-", NULL };
+	int ok;
+
+	snprintf(flags, sizeof(flags), "rw=%d root=%d", r->writable, r->remap_root);
+	ok = (!r->conf_path || conf) && (!r->rc_path || rc) &&
+	     sq_life_key(parts, r->envp, key) == 0;
+	free(conf);
+	free(rc);
+	return ok ? 0 : -1;
+}
+
+int sq_kept_state(const char *runtime_dir, uint32_t jobid, const char *key)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd = dial(runtime_dir, jobid, key);
+
+	if (fd >= 0) {
+		close(fd);
+		return SQ_KEPT_LIVE;
+	}
+	kept_path(path, sizeof(path), runtime_dir, jobid, key, "sock");
+	return lstat(path, &st) == 0 ? SQ_KEPT_STALE : SQ_KEPT_NONE;
+}
+
+/* "attached KPID PID" with pidfds of both, within wait_s. 0 ok, -1 with err. */
+static int ask_attach(int sock, struct sq_keeper *k, pid_t *pid, int *pidfd, char *err,
+		      size_t errlen)
+{
+	char buf[128], control[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = { buf, sizeof(buf) - 1 };
+	struct msghdr msg = { 0 };
+	struct pollfd p = { sock, POLLIN, 0 };
+	int fds[2] = { -1, -1 }, kpid = 0, rpid = 0;
+	ssize_t n;
+
+	if (send(sock, KEEPER_MSG_ATTACH, strlen(KEEPER_MSG_ATTACH), MSG_NOSIGNAL) < 0 ||
+	    poll(&p, 1, ATTACH_WAIT_S * 1000) <= 0) {
+		snprintf(err, errlen, "the job's kept container did not answer: %s",
+			 errno ? strerror(errno) : "timed out");
+		return -1;
+	}
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	if (n > 0) {
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		buf[n] = '\0';
+		if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(2 * sizeof(int)))
+			memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	}
+	if (n <= 0 || sscanf(buf, KEEPER_MSG_ATTACHED " %d %d", &kpid, &rpid) != 2 ||
+	    fds[0] < 0 || fds[1] < 0) {
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
+		snprintf(err, errlen, "the job's kept container ended while this step joined it");
+		return -1;
+	}
+	k->pid = kpid;
+	k->pidfd = fds[0];
+	k->sock = sock;
+	*pid = rpid;
+	*pidfd = fds[1];
+	return 0;
+}
+
+int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
+		   char *err, size_t errlen)
+{
+	char lock[PATH_MAX], sock[PATH_MAX], idle[16];
+	const char *args[16] = { "--job", sock, idle, NULL };
+	struct sq_start_request start = *r->start;
+	int lockfd, fd, rc = -1;
+	pid_t pid;
+	int pidfd;
+
+	*started = 0;
+	kept_path(lock, sizeof(lock), r->runtime_dir, r->jobid, r->key, "lock");
+	kept_path(sock, sizeof(sock), r->runtime_dir, r->jobid, r->key, "sock");
+	if (strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		snprintf(err, errlen, "runtime directory %s is too long for the kept container's "
+			 "socket (at most about 60 characters: plugstack.conf runtime_path)",
+			 r->runtime_dir);
+		return -1;
+	}
+	lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX) < 0) {
+		snprintf(err, errlen, "cannot lock %s: %s", lock, strerror(errno));
+		if (lockfd >= 0)
+			close(lockfd);
+		return -1;
+	}
+	fd = dial(r->runtime_dir, r->jobid, r->key);
+	if (fd >= 0) {
+		sq_keeper_init(&c->keeper);
+		if (ask_attach(fd, &c->keeper, &pid, &pidfd, err, errlen) < 0) {
+			close(fd);
+			goto out;
+		}
+		c->kept = 1;
+		c->uid = r->start->cred->uid;
+		if (sq_container_hold(c, pid, pidfd, err, errlen) < 0)
+			goto out;
+		rc = 0;
+		goto out;
+	}
+	/* None answers: start it, kept for the job. */
+	snprintf(idle, sizeof(idle), "%d", r->idle_s);
+	for (int i = 0, n = 3; r->extra_args != NULL && r->extra_args[i] != NULL && n < 15; i++)
+		args[n++] = r->extra_args[i];
+	start.keeper_args = args;
+	if (sq_container_start(c, &start, err, errlen) < 0)
+		goto out;
+	c->owned = 0;
+	c->kept = 1;
+	*started = 1;
+	rc = 0;
+out:
+	flock(lockfd, LOCK_UN);
+	close(lockfd);
+	return rc;
+}
+
+int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
+		  char *err, size_t errlen)
+{
+	char pidtext[24], path[64], devs[2048], *mine, *theirs, line[32] = "";
+	const char *argv[8 + 2 * 64];
+	int ready[2] = { -1, -1 }, release[2] = { -1, -1 }, pass[4], n = 0, rc = -1;
+	struct sq_child child = { -1, -1, -1 };
+	unsigned long long dev, ino;
+	struct pollfd p;
+	ssize_t got;
+	pid_t layer = -1;
+
+	/* Which tmpfs mounts are the container's own, to be made fresh for the step. */
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)c->pid);
+	theirs = slurp(path);
+	mine = slurp("/proc/self/mountinfo");
+	devs[0] = '\0';
+	if (theirs != NULL)
+		sq_mountinfo_fresh_tmpfs(theirs, mine, devs, sizeof(devs));
+	free(theirs);
+	free(mine);
+
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)c->pid);
+	argv[n++] = layer_path;
+	argv[n++] = "--pid";
+	argv[n++] = pidtext;
+	for (char *save = NULL, *d = strtok_r(devs, " ", &save); d != NULL && n < 6 + 2 * 64;
+	     d = strtok_r(NULL, " ", &save)) {
+		argv[n++] = "--renew";
+		argv[n++] = d;
+	}
+	argv[n] = NULL;
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(release, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "cannot make the step's layer: %s", strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)c->pid);
+	pass[0] = c->ns_user >= 0 ? c->ns_user : open(path, O_RDONLY | O_CLOEXEC);
+	pass[1] = c->ns_mnt;
+	pass[2] = ready[1];
+	pass[3] = release[0];
+	if (sq_spawn_detached(layer_path, (char *const *)argv, NULL, cred, pass, 4, &child, err,
+			      errlen) < 0) {
+		if (c->ns_user < 0 && pass[0] >= 0)
+			close(pass[0]);
+		goto out;
+	}
+	if (c->ns_user < 0 && pass[0] >= 0)
+		close(pass[0]);
+	close(ready[1]);
+	ready[1] = -1;
+	close(release[0]);
+	release[0] = -1;
+	p = (struct pollfd){ ready[0], POLLIN, 0 };
+	got = poll(&p, 1, LAYER_WAIT_MS) > 0 ? read(ready[0], line, sizeof(line) - 1) : -1;
+	if (got > 0)
+		line[got] = '\0';
+	/* "ready PID": it holds the layer until the release pipe closes, so PID is it. */
+	if (got <= 0 || sscanf(line, "ready %d", &layer) != 1 || layer <= 0) {
+		sq_child_failure(&child, "the step's layer", got == 0 ? "it exited" : "no answer",
+				 err, errlen);
+		goto out;
+	}
+	if (sq_container_use_layer(c, layer, err, errlen) < 0)
+		goto out;
+	if (sq_kept_layer_id(c, &dev, &ino) == 0 && c->keeper.sock >= 0) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), KEEPER_MSG_LAYER " %llu %llu", dev, ino);
+		if (send(c->keeper.sock, msg, strlen(msg), MSG_NOSIGNAL) < 0) {
+			/* the keeper ends it with the job anyway */
+		}
+	}
+	rc = 0;
+out:
+	for (int i = 0; i < 2; i++) {
+		if (ready[i] >= 0)
+			close(ready[i]);
+		if (release[i] >= 0)
+			close(release[i]);
+	}
+	sq_child_close(&child);
+	return rc;
+}
+
+int sq_kept_layer_id(const struct sq_container *c, unsigned long long *dev,
+		     unsigned long long *ino)
+{
+	struct stat st;
+
+	if (c->ns_mnt < 0 || fstat(c->ns_mnt, &st) < 0)
+		return -1;
+	*dev = (unsigned long long)st.st_dev;
+	*ino = (unsigned long long)st.st_ino;
+	return 0;
+}
+
+/* Where the job's kept container starts from: the image's extracted tree when the
+ * node-local cache has it (its own key: a container from the tree is another container),
+ * else the image, with its extraction started in the background (extracted.h). args gets
+ * the keeper's cache arguments; the strings live in the caller's buffers. */
+static void kept_source(const struct sq_kept_step *s, struct sq_start_request *req,
+			const char **args, char *identity, size_t idlen, char *data_dir,
+			size_t datalen, char *cache_key, char *max_bytes, size_t maxlen)
+{
+	const char *tool = sq_extracted_tool();
+
+	snprintf(identity, idlen, "%s", s->identity ? s->identity : "");
+	if (!s->cache_dir[0] || s->image_path == NULL || s->identity == NULL || tool == NULL ||
+	    sq_extracted_key(s->image_path, s->identity, cache_key) < 0)
+		return;
+	if (sq_extracted_ready(s->cache_dir, cache_key)) {
+		snprintf(identity, idlen, "%s/extracted-%s", s->identity, cache_key);
+		snprintf(data_dir, datalen, "%s/kept-%u-%s.d", s->runtime_dir, (unsigned)s->jobid,
+			 cache_key);
+		if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
+			return;
+		req->target = "rootfs";
+		args[0] = "--use-cache";
+		args[1] = s->cache_dir;
+		args[2] = cache_key;
+		args[3] = data_dir;
+		args[4] = NULL;
+		return;
+	}
+	snprintf(max_bytes, maxlen, "%llu", (unsigned long long)s->cache_gb << 30);
+	args[0] = "--fill-cache";
+	args[1] = s->cache_dir;
+	args[2] = cache_key;
+	args[3] = s->image_path;
+	args[4] = tool;
+	args[5] = max_bytes;
+	args[6] = NULL;
+}
+
+int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
+		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
+		  char *err, size_t errlen)
+{
+	struct sq_life_input in = s->life;
+	struct sq_start_request req = *req0;
+	struct sq_life_plan plan;
+	struct sq_kept_request kr;
+	const char *args[8] = { NULL };
+	char key[33], what[48], identity[128], data_dir[PATH_MAX + 64], cache_key[33] = "";
+	char max_bytes[32];
+	unsigned long long dev, ino;
+	int started = 0;
+
+	note[0] = '\0';
+	kept_source(s, &req, args, identity, sizeof(identity), data_dir, sizeof(data_dir),
+		    cache_key, max_bytes, sizeof(max_bytes));
+	if (sq_kept_key(req0, identity, key) < 0)
+		return 0;
+	in.kept = sq_kept_state(s->runtime_dir, s->jobid, key);
+	sq_life_decide(&in, &plan);
+	*served = plan.why;
+	if (plan.action == SQ_LIFE_START_STEP)
+		return 0;
+	kr = (struct sq_kept_request){ s->runtime_dir, s->jobid, key, &req, s->idle_s, args };
+	if (sq_kept_attach(c, &kr, &started, err, errlen) < 0)
+		return -1;
+	sq_phase_end(started ? "start container (kept for the job)" : "kept container reused");
+	if (started) {
+		snprintf(what, sizeof(what), "kept-%s", key);
+		/* Only the job epilog's safety net needs it: note it, go on. */
+		sq_keeper_record(s->runtime_dir, s->jobid, what, &c->keeper, note, notelen);
+		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
+			*served = "started from the node's extracted copy (extracted cache hit), "
+				  "kept for the job";
+		else if (args[0] != NULL)
+			*served = "started from the image, kept for the job; extracting it on this "
+				  "node in the background";
+		else
+			*served = "started from the image, kept for the job";
+	} else {
+		*served = strcmp(req.target, "rootfs") == 0 ?
+			"kept container of the job reused (no runtime start; extracted copy)" :
+			"kept container of the job reused (no runtime start)";
+	}
+	if (sq_kept_layer(c, s->layer_path, req.cred, err, errlen) < 0) {
+		/* The node cannot make layers (an old kernel): a container for each step. */
+		snprintf(note, notelen, "no fresh layer on the kept container (%s): starting one "
+			 "for the step", err);
+		sq_container_stop(c);
+		sq_container_init(c);
+		in.layer_failed = 1;
+		sq_life_decide(&in, &plan);
+		*served = plan.why;
+		return 0;
+	}
+	sq_phase_end("fresh layer");
+	if (sq_kept_layer_id(c, &dev, &ino) == 0)
+		sq_layer_record(s->runtime_dir, s->jobid, s->stepid, dev, ino);
+	return 1;
+}

@@ -1,0 +1,79 @@
+/*
+ * kept.h: the job's kept container on this node, from the plugin's side (lifecycle.h).
+ *
+ * The first step of a job that may reuse its container starts the runtime under a keeper
+ * kept for the job (squall-keeper --job, keeper.h), which listens on
+ * RUNTIME_DIR/kept-JOBID-KEY.sock; later steps with the same key connect there and are
+ * handed pidfds of the container's first process instead of starting the runtime again.
+ * Starting and finding are done under RUNTIME_DIR/kept-JOBID-KEY.lock, so concurrent
+ * steps of a job start one container. Every step then gets a layer of its own on top of it
+ * (squall-layer: a fresh writable root and fresh tmpfs mounts), which its tasks join.
+ * At step end the step says "bye"; the container ends with the job (epilog, keeper.h), or
+ * after KEPT_IDLE_S seconds without a step.
+ */
+#ifndef SQUALL_PLUGIN_KEPT_H
+#define SQUALL_PLUGIN_KEPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "container.h"
+#include "lifecycle.h"
+
+struct sq_kept_request {
+	const char *runtime_dir;                 /* the user's, RUNTIME_PATH/UID */
+	uint32_t jobid;
+	const char *key;                         /* sq_life_key */
+	const struct sq_start_request *start;    /* how to start it when none runs */
+	int idle_s;                              /* the keeper's idle time before it ends */
+	const char *const *extra_args;           /* more keeper arguments when it starts
+						  * (--use-cache / --fill-cache), or NULL */
+};
+
+/* What a step brings to the decision (lifecycle.h) and to the kept container. */
+struct sq_kept_step {
+	const char *runtime_dir;      /* RUNTIME_PATH/UID */
+	uint32_t jobid, stepid;
+	const char *image_path;       /* the resolved .sqsh, NULL without one */
+	const char *identity;         /* its identity (image.h) */
+	const char *cache_dir;        /* LOCAL_CACHE/UID, "" when none (extracted.h) */
+	int cache_gb;                 /* its limit */
+	const char *layer_path;       /* squall-layer */
+	int idle_s;                   /* the keeper's idle time */
+	struct sq_life_input life;    /* reuse, flag, named, save, batch, entrypoint */
+};
+
+/* Serve the step from the job's kept container, as sq_life_decide rules: start it (from
+ * the node's extracted copy of the image when there is one, else from the image with its
+ * extraction started) or find it, then make the step's layer; records for the epilog.
+ * 1 served (c holds it); 0 the caller starts a container for the step (note may say
+ * why, for the log); -1 failed with err. *served: how, for the verbose log. */
+int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req,
+		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
+		  char *err, size_t errlen);
+
+/* The kept container's key for a start request (sq_life_key over the runtime, target,
+ * image identity, flags, conf and rc text, and environment). 0 ok, -1 unreadable. */
+int sq_kept_key(const struct sq_start_request *r, const char *identity, char key[33]);
+
+/* SQ_KEPT_NONE, SQ_KEPT_LIVE (its keeper answers) or SQ_KEPT_STALE (a socket or record
+ * left by one that is gone). */
+int sq_kept_state(const char *runtime_dir, uint32_t jobid, const char *key);
+
+/* Hold the job's kept container for r->key in c (its first process, user, mount and
+ * cgroup namespaces, root, working directory, environment), starting it when none
+ * answers. *started: 1 when this step started it. 0 ok; -1 with err. */
+int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
+		   char *err, size_t errlen);
+
+/* Make this step's layer with layer_path (squall-layer) as cred's user and hold it in c
+ * instead of the container's mount namespace, root and working directory. 0 ok; -1 with
+ * err (the caller may then start a container for the step). */
+int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
+		  char *err, size_t errlen);
+
+/* The namespace of the layer held in c, for the keeper and the epilog's record. */
+int sq_kept_layer_id(const struct sq_container *c, unsigned long long *dev,
+		     unsigned long long *ino);
+
+#endif

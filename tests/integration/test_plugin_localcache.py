@@ -1,0 +1,98 @@
+"""The node-local cache of extracted images (issue 12): reads near local-disk speed.
+
+The first kept container of an image on a node starts from the squashfs file and its
+keeper extracts the image in the background (as the job user, niced); once complete,
+later containers of that user and image start from the extracted tree (the verbose log
+says "extracted cache hit"). A changed image is never served from the old tree, an
+extraction cut short by the job's end is never used, and no process outlives the job:
+only the cache, in /var/lib/squall/cache/UID on the node (docs/plugin.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .cluster import Cluster
+from .images import IMAGE_DIR, IMAGE_ENV, build_image
+from .test_plugin_cleanup import leftovers, wait_clean
+
+NODE = "node3"
+CACHE = "/var/lib/squall/cache/1000"
+
+
+def cache_entries(cluster: Cluster) -> list[str]:
+    return cluster.run(f"ls {CACHE} 2>/dev/null || true", node=NODE, user="root").out.split()
+
+
+def wait_complete(cluster: Cluster, before: set[str], timeout: float = 120) -> str:
+    """A new complete entry (a 32-hex directory) in the cache."""
+    deadline = time.monotonic() + timeout
+    while True:
+        new = [e for e in cache_entries(cluster)
+               if len(e) == 32 and e not in before]
+        if new:
+            return new[0]
+        assert time.monotonic() < deadline, f"no complete extraction: {cache_entries(cluster)}"
+        time.sleep(1)
+
+
+def step(cluster: Cluster, image: str, cmd: str, extra: str = ""):
+    return cluster.run(f"srun -N1 -w {NODE} --container-image={image} --container-log=verbose "
+                       f"{extra} bash -c '{cmd}'", timeout=300)
+
+
+@pytest.fixture()
+def image(cluster: Cluster) -> str:
+    path = f"{IMAGE_DIR}/localcache-{time.time_ns()}.sqsh"
+    yield build_image(cluster, path, "cache-v1", env=IMAGE_ENV)
+    cluster.run(f"rm -f {path}", user="root")
+
+
+def test_later_jobs_start_from_the_extracted_copy(cluster: Cluster, image: str) -> None:
+    before = set(cache_entries(cluster))
+    # A job long enough for the background extraction to finish.
+    first = step(cluster, image, "cat /etc/squall-image-id; sleep 15")
+    assert first.out.strip() == "cache-v1"
+    assert "extracting it on this node in the background" in first.err, first.err
+    key = wait_complete(cluster, before)
+    assert cluster.run(f"cat {CACHE}/{key}/rootfs/etc/squall-image-id", node=NODE,
+                       user="root").out.strip() == "cache-v1"
+    second = step(cluster, image, "cat /etc/squall-image-id; touch /etc/x 2>&1 | grep -c Read")
+    assert second.out.split() == ["cache-v1", "1"], second     # read-only, as from the file
+    assert "extracted cache hit" in second.err, second.err
+    assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+    # Writes of a writable container never reach the cached tree.
+    step(cluster, image, "echo dirty > /etc/squall-image-id", extra="--container-writable")
+    assert cluster.run(f"cat {CACHE}/{key}/rootfs/etc/squall-image-id", node=NODE,
+                       user="root").out.strip() == "cache-v1"
+
+
+def test_a_changed_image_is_never_served_from_the_old_copy(cluster: Cluster,
+                                                           image: str) -> None:
+    before = set(cache_entries(cluster))
+    step(cluster, image, "sleep 15")
+    wait_complete(cluster, before)
+    assert "extracted cache hit" in step(cluster, image, "true").err
+    build_image(cluster, image, "cache-v2", env=IMAGE_ENV, rebuild=True)
+    changed = step(cluster, image, "cat /etc/squall-image-id")
+    assert changed.out.strip() == "cache-v2", changed
+    assert "extracted cache hit" not in changed.err, changed.err
+
+
+def test_an_extraction_cut_short_is_never_used(cluster: Cluster) -> None:
+    big = build_image(cluster, f"{IMAGE_DIR}/localcache-big.sqsh", "cache-big", extra_mb=300,
+                      env=IMAGE_ENV)
+    cluster.run(f"rm -rf {CACHE}/*", node=NODE, user="root")
+    # The job ends at once: its keeper, and the extraction with it, are ended by the epilog.
+    short = step(cluster, big, "true")
+    assert "extracting it on this node in the background" in short.err, short.err
+    assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+    left = cache_entries(cluster)
+    assert not [e for e in left if len(e) == 32], left      # nothing complete
+    again = step(cluster, big, "cat /etc/squall-image-id; sleep 20")
+    assert again.out.strip() == "cache-big" and "extracted cache hit" not in again.err
+    wait_complete(cluster, set(left))
+    # That extraction cleared what the cut-short one left.
+    assert not [e for e in cache_entries(cluster) if ".tmp-" in e], cache_entries(cluster)

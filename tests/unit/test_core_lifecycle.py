@@ -1,0 +1,105 @@
+"""The start / kept / renew decision and the kept container's key (spank/core/lifecycle.c),
+through squall.core: the same C the plugin runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from squall.core import lifecycle_decide, lifecycle_env_step_specific, lifecycle_key
+from squall.errors import SquallError
+
+
+def test_first_step_starts_the_kept_container_later_steps_renew():
+    first = lifecycle_decide()
+    assert (first.action, first.forget) == ("start-kept", False)
+    later = lifecycle_decide(kept="live")
+    assert (later.action, later.forget) == ("renew", False)
+    assert "reused" in later.why
+
+
+def test_a_stale_record_is_forgotten_and_a_new_kept_container_started():
+    plan = lifecycle_decide(kept="stale")
+    assert (plan.action, plan.forget) == ("start-kept", True)
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"named": True}, "named"),
+    ({"flag": False}, "--no-container-reuse"),
+    ({"reuse": False}, "container_reuse=0"),
+    ({"save": True}, "--container-save"),
+    ({"batch": True}, "batch"),
+    ({"entrypoint": True}, "entrypoint"),
+    ({"layer_failed": True}, "refused"),
+])
+def test_what_starts_a_container_for_the_step(kwargs, words):
+    for kept in ("none", "live", "stale"):
+        plan = lifecycle_decide(kept=kept, **kwargs)
+        assert (plan.action, plan.forget) == ("start-step", False), (kwargs, kept)
+        assert words in plan.why
+
+
+def test_the_flag_wins_over_the_plugstack_setting():
+    assert lifecycle_decide(reuse=False, flag=True).action == "start-kept"
+    assert lifecycle_decide(reuse=True, flag=False).action == "start-step"
+
+
+def test_every_combination_gives_one_of_the_three_actions():
+    for reuse, flag, named, save, batch, entry, kept, failed in itertools.product(
+            (True, False), (None, True, False), (True, False), (True, False), (True, False),
+            (True, False), ("none", "live", "stale"), (True, False)):
+        plan = lifecycle_decide(reuse=reuse, flag=flag, named=named, save=save, batch=batch,
+                                entrypoint=entry, kept=kept, layer_failed=failed)
+        reusable = not named and not save and not batch and not entry and not failed and (
+            flag is True or (flag is None and reuse))
+        if not reusable:
+            assert plan.action == "start-step"
+        else:
+            assert plan.action == ("renew" if kept == "live" else "start-kept")
+        assert plan.forget == (reusable and kept == "stale")
+
+
+def test_bad_kept_state_is_refused():
+    with pytest.raises(SquallError, match="kept state"):
+        lifecycle_decide(kept="maybe")
+
+
+ENV = {"PATH": "/usr/bin", "SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0",
+       "SLURM_STEP_LAUNCHER_PORT": "4242", "SLURM_SRUN_COMM_PORT": "4343"}
+PARTS = ["/fsx/img.sqsh", "0123456789abcdef", "rw=0 root=0", "conf text", "rc text"]
+
+
+def test_key_is_stable_and_order_independent():
+    key = lifecycle_key(PARTS, ENV)
+    assert len(key) == 32 and int(key, 16) >= 0
+    assert lifecycle_key(PARTS, dict(reversed(list(ENV.items())))) == key
+
+
+def test_step_ids_and_ports_do_not_change_the_key():
+    later = dict(ENV, SLURM_STEP_ID="5", SLURM_STEP_LAUNCHER_PORT="9", SLURM_SRUN_COMM_PORT="8")
+    assert lifecycle_key(PARTS, later) == lifecycle_key(PARTS, ENV)
+    for name in ("SLURM_STEP_ID", "SLURM_STEPID", "SLURM_SRUN_COMM_PORT"):
+        assert lifecycle_env_step_specific(name)
+
+
+@pytest.mark.parametrize("change", [
+    {"SLURM_NTASKS": "8"},          # hooks may read it (WORLD_SIZE)
+    {"SLURM_STEP_GPUS": "1"},       # devices of the step
+    {"PMIX_SERVER_TMPDIR": "/x"},   # the PMIx hook binds it
+    {"NEW_VAR": "1"},
+])
+def test_what_the_runtime_may_read_changes_the_key(change):
+    assert lifecycle_key(PARTS, dict(ENV, **change)) != lifecycle_key(PARTS, ENV)
+    for name in change:
+        assert not lifecycle_env_step_specific(name)
+
+
+def test_every_part_counts_and_parts_do_not_run_together():
+    base = lifecycle_key(PARTS, ENV)
+    for i in range(len(PARTS)):
+        changed = list(PARTS)
+        changed[i] += "x"
+        assert lifecycle_key(changed, ENV) != base
+    assert lifecycle_key(["ab", "c"], {}) != lifecycle_key(["a", "bc"], {})
+    assert lifecycle_key(["a=b"], {}) != lifecycle_key([], {"a": "b"})

@@ -1,0 +1,277 @@
+"""squall-keeper (spank/hooks/squall-keeper.c), driven the way the plugin drives it.
+
+The keeper holds a container's runtime outside slurmstepd's process tree: it runs the
+runtime with the job signals ignored, in a process group of its own, reports when its first
+process has stopped itself, and ends everything on "stop", when slurmstepd (a pidfd on fd
+4) dies, or when the runtime exits. A fake runtime stands in for `enroot start` here (a
+shell that starts a daemon in the session, then stops itself, as Enroot's does); the real
+protocol, processes and signals are used. Runs as root for the mount-namespace case.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# A daemon in the runtime's session (like squashfuse), then the runtime stops itself.
+FAKE_RUNTIME = ["/bin/sh", "-c", "sleep 300 & echo $! >\"$1\"; kill -STOP $$; exit 0", "rt"]
+
+
+@pytest.fixture(scope="module")
+def keeper(tmp_path_factory) -> Path:
+    """Built from the sources as spank/Makefile builds it (core objects, plugin pidfd.c and
+    extracted.c)."""
+    out = tmp_path_factory.mktemp("keeper") / "squall-keeper"
+    core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
+    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2",
+                    f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o", str(out),
+                    str(ROOT / "spank/hooks/squall-keeper.c"),
+                    str(ROOT / "spank/plugin/pidfd.c"), str(ROOT / "spank/plugin/extracted.c"),
+                    *core], check=True)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_dead(pids: list[int], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"still alive: {[p for p in pids if alive(p)]}"
+        time.sleep(0.02)
+
+
+def sig_ignored(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return int(line.split()[1], 16)
+    raise AssertionError("no SigIgn line")
+
+
+class Keeper:
+    """A keeper started as the plugin starts it: new session, control socket on fd 3,
+    a pidfd of a stand-in slurmstepd on fd 4 (job: [SOCKET, IDLE_S] for a kept one)."""
+
+    def __init__(self, keeper: Path, runtime: list[str], stepd: subprocess.Popen | None,
+                 job: list[str] | None = None):
+        self.plugin_end, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        stepd_fd = os.pidfd_open(stepd.pid) if stepd is not None else -1
+
+        def place_fds() -> None:
+            os.dup2(keeper_end.fileno(), 3)
+            if stepd_fd >= 0:
+                os.dup2(stepd_fd, 4)
+
+        job_args = ["--job", *job] if job else []
+        self.proc = subprocess.Popen([str(keeper), *job_args, *runtime], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True, preexec_fn=place_fds,
+                                     pass_fds=[3, 4] if stepd_fd >= 0 else [3])
+        keeper_end.close()
+        if stepd_fd >= 0:
+            os.close(stepd_fd)
+        self.plugin_end.settimeout(20)
+        text, fds, _, _ = socket.recv_fds(self.plugin_end, 128, 2)
+        word, kpid, rpid = text.decode().split()
+        assert word == "started" and int(kpid) == self.proc.pid, text
+        assert len(fds) == 2, fds
+        self.runtime = int(rpid)
+        self.pidfds = fds
+
+    def hear(self) -> str:
+        return self.plugin_end.recv(128).decode()
+
+    def close(self) -> None:
+        for fd in self.pidfds:
+            os.close(fd)
+        self.plugin_end.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+def daemon_of(pidfile: Path) -> int:
+    deadline = time.monotonic() + 5
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return int(pidfile.read_text())
+
+
+def test_ready_then_stop_ends_the_runtime_and_its_session(keeper, tmp_path):
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None)
+    try:
+        assert k.hear() == "ready"
+        daemon = daemon_of(tmp_path / "daemon")
+        assert os.getsid(k.runtime) == k.proc.pid == os.getsid(daemon)
+        assert os.getpgid(k.runtime) == k.runtime != os.getpgid(k.proc.pid)
+        for pid in (k.proc.pid, k.runtime):
+            ignored = sig_ignored(pid)
+            for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGHUP,
+                        signal.SIGALRM, signal.SIGINT):
+                assert ignored & (1 << (sig - 1)), (pid, sig)
+        # Job signals to the whole session: nothing moves.
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGHUP):
+            os.killpg(k.runtime, sig)
+            os.kill(k.proc.pid, sig)
+        time.sleep(0.2)
+        assert alive(k.proc.pid) and alive(k.runtime) and alive(daemon)
+        k.plugin_end.send(b"stop")
+        assert k.proc.wait(timeout=15) == 0
+        wait_dead([k.runtime, daemon])
+    finally:
+        k.close()
+
+
+def test_runtime_that_exits_before_stopping_is_reported(keeper):
+    k = Keeper(keeper, ["/bin/sh", "-c", "echo boom >&2; exit 3"], None)
+    try:
+        assert k.hear() == f"exited {3 << 8}"
+        assert k.proc.wait(timeout=10) == 0
+        assert b"boom" in k.proc.stderr.read()
+    finally:
+        k.close()
+
+
+def test_closed_control_socket_ends_the_container(keeper, tmp_path):
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None)
+    try:
+        assert k.hear() == "ready"
+        daemon = daemon_of(tmp_path / "daemon")
+        k.plugin_end.close()
+        assert k.proc.wait(timeout=15) == 0
+        wait_dead([k.runtime, daemon])
+    finally:
+        k.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of its own needs root")
+def test_slurmstepd_gone_ends_the_container_and_the_tasks_in_it(keeper, tmp_path):
+    stepd = subprocess.Popen(["sleep", "300"])
+    runtime = ["/usr/bin/unshare", "--mount", "--propagation", "private", *FAKE_RUNTIME,
+               str(tmp_path / "daemon")]
+    k = Keeper(keeper, runtime, stepd)
+    try:
+        assert k.hear() == "ready"
+        daemon = daemon_of(tmp_path / "daemon")
+        # A task that joined the container (its mount namespace), started by "slurmstepd".
+        task = subprocess.Popen(["nsenter", "-t", str(k.runtime), "-m", "sleep", "301"])
+        bystander = subprocess.Popen(["sleep", "302"])
+        time.sleep(0.2)
+        stepd.kill()
+        stepd.wait()
+        assert k.proc.wait(timeout=15) == 0
+        wait_dead([k.runtime, daemon])
+        assert task.wait(timeout=10) == -signal.SIGKILL
+        assert alive(bystander.pid)
+        bystander.kill()
+        bystander.wait()
+    finally:
+        k.close()
+        if stepd.poll() is None:
+            stepd.kill()
+
+
+def test_keeper_killed_the_kernel_ends_the_stopped_runtime(keeper, tmp_path):
+    """The runtime's stopped process group is orphaned: SIGHUP (ignored) and SIGCONT."""
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None)
+    try:
+        assert k.hear() == "ready"
+        daemon = daemon_of(tmp_path / "daemon")
+        os.kill(k.proc.pid, signal.SIGKILL)
+        k.proc.wait()
+        wait_dead([k.runtime])
+        # What the runtime left in the session is the epilog's to sweep (keeper.h).
+        assert alive(daemon)
+        os.kill(daemon, signal.SIGKILL)
+    finally:
+        k.close()
+
+
+# --- kept for the job: steps attach through a socket -------------------------------------
+
+def attach(path: Path) -> tuple[socket.socket, int, int, list[int]]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(20)
+    s.connect(str(path))
+    s.send(b"attach")
+    text, fds, _, _ = socket.recv_fds(s, 128, 2)
+    word, kpid, rpid = text.decode().split()
+    assert word == "attached" and len(fds) == 2, text
+    return s, int(kpid), int(rpid), fds
+
+
+def test_kept_container_serves_later_steps_and_ends_when_idle(keeper, tmp_path):
+    sock = tmp_path / "kept.sock"
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None, [str(sock), "1"])
+    try:
+        assert k.hear() == "ready"
+        daemon = daemon_of(tmp_path / "daemon")
+        k.plugin_end.send(b"bye")            # the starting step ends: the container stays
+        step2, kpid, rpid, fds = attach(sock)
+        assert (kpid, rpid) == (k.proc.pid, k.runtime)
+        for fd in fds:
+            os.close(fd)
+        time.sleep(1.5)                       # attached: no idle end
+        assert alive(k.runtime) and alive(daemon)
+        step2.send(b"bye")
+        step2.close()
+        assert k.proc.wait(timeout=15) == 0   # idle for 1 s with no step: ended
+        wait_dead([k.runtime, daemon])
+        assert not sock.exists()
+    finally:
+        k.close()
+
+
+def test_attach_before_ready_is_answered_once_ready(keeper, tmp_path):
+    sock = tmp_path / "kept.sock"
+    slow = ["/bin/sh", "-c", "sleep 0.5; kill -STOP $$; exit 0"]
+    k = Keeper(keeper, slow, None, [str(sock), "30"])
+    try:
+        step2, _, rpid, fds = attach(sock)
+        assert rpid == k.runtime and k.hear() == "ready"
+        for fd in fds:
+            os.close(fd)
+        k.plugin_end.send(b"stop")
+        assert k.proc.wait(timeout=15) == 0
+        step2.close()
+    finally:
+        k.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of its own needs root")
+def test_a_step_gone_without_goodbye_loses_its_layer_not_the_container(keeper, tmp_path):
+    sock = tmp_path / "kept.sock"
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None, [str(sock), "30"])
+    try:
+        assert k.hear() == "ready"
+        step2, _, _, fds = attach(sock)
+        for fd in fds:
+            os.close(fd)
+        task = subprocess.Popen(["unshare", "--mount", "sleep", "300"])   # its layer
+        deadline = time.monotonic() + 5
+        while os.readlink(f"/proc/{task.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        st = os.stat(f"/proc/{task.pid}/ns/mnt")
+        step2.send(f"layer {st.st_dev} {st.st_ino}".encode())
+        time.sleep(0.1)
+        step2.close()                         # its slurmstepd died: no "bye"
+        assert task.wait(timeout=10) == -signal.SIGKILL
+        assert alive(k.runtime) and k.proc.poll() is None
+    finally:
+        k.plugin_end.send(b"stop")
+        k.proc.wait(timeout=15)
+        k.close()
