@@ -172,6 +172,27 @@ int sq_reap_mntns(unsigned long long dev, unsigned long long ino, long uid, long
 	return reap_where(match_mntns, &a, except);
 }
 
+long sq_mntns_find(unsigned long long dev, unsigned long long ino, long uid)
+{
+	struct dirent *e;
+	long found = -1;
+	DIR *d;
+
+	if ((d = opendir("/proc")) == NULL)
+		return -1;
+	while (found < 0 && (e = readdir(d)) != NULL) {
+		unsigned long long pdev, pino;
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+
+		if (*end == '\0' && pid > 0 && sq_mntns_of(pid, &pdev, &pino) == 0 &&
+		    pdev == dev && pino == ino && sq_proc_owned_by(pid, uid))
+			found = pid;
+	}
+	closedir(d);
+	return found;
+}
+
 int sq_session_mntns(long sid, long uid, unsigned long long *devs, unsigned long long *inos,
 		     int max)
 {

@@ -38,6 +38,9 @@ int sq_mntns_of(long pid, unsigned long long *dev, unsigned long long *ino);
 int sq_session_mntns(long sid, long uid, unsigned long long *devs, unsigned long long *inos,
 		     int max);
 
+/* A process of uid in the mount namespace (dev, ino): its PID, -1 when there is none. */
+long sq_mntns_find(unsigned long long dev, unsigned long long ino, long uid);
+
 /* SIGKILL every process of uid in the mount namespace (dev, ino), except `except`.
  * Returns how many were signalled, -1 when /proc cannot be read. */
 int sq_reap_mntns(unsigned long long dev, unsigned long long ino, long uid, long except);

@@ -289,6 +289,25 @@ int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned l
 	return rc;
 }
 
+int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long *dev,
+		  unsigned long long *ino)
+{
+	char path[PATH_MAX], line[64] = "";
+	ssize_t n;
+	int fd;
+
+	layer_path(path, sizeof(path), dir, jobid, stepid);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	line[n] = '\0';
+	return sscanf(line, "%llu %llu", dev, ino) == 2 ? 0 : -1;
+}
+
 void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid)
 {
 	char path[PATH_MAX];

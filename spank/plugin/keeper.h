@@ -89,6 +89,9 @@ void sq_keeper_forget(const char *dir, uint32_t jobid, const char *what);
 int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
 		    unsigned long long ino);
 void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid);
+/* Read that record. 0 ok, -1 none (the step did not use a kept container) or unreadable. */
+int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long *dev,
+		  unsigned long long *ino);
 
 /* Job epilog, as root: end every container the job's records in dir still name (keeper,
  * runtime, everything of uid in its session and its mount namespaces) and remove the

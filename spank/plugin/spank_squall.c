@@ -40,6 +40,7 @@
 #include "imageref.h"
 #include "importer.h"
 #include "keeper.h"
+#include "reap.h"
 #include "kept.h"
 #include "mounts.h"
 #include "mounts_exist.h"
@@ -522,6 +523,28 @@ static int join_running(void)
 	return r;
 }
 
+/* A step served by the job's kept container (kept.h) runs in a layer of its own: join that
+ * layer's mount namespace, through one of the step's processes, as its tasks see it.
+ * 1 joined (or the step had no layer), -1 failed (error kept). */
+static int attach_step_layer(uint32_t jobid, uint32_t stepid)
+{
+	unsigned long long dev, ino;
+	char err[512];
+	long pid;
+
+	if (sq_layer_read(st.runtime_dir, jobid, stepid, &dev, &ino) < 0)
+		return 1;
+	pid = sq_mntns_find(dev, ino, (long)st.uid);
+	if (pid < 0 || sq_container_use_layer(&st.ctr, (pid_t)pid, err, sizeof(err)) < 0) {
+		snprintf(err, sizeof(err), "--container-name=%s: step %u.%u runs no task in its "
+			 "container on this node any more", sq_args.name, (unsigned)jobid,
+			 (unsigned)stepid);
+		fail(err);
+		return -1;
+	}
+	return 1;
+}
+
 /* --container-name=JOBID.STEPID: the running container of that step, as Pyxis attaches to
  * an unnamed container (srun --overlap). 1 joined, -1 failed (error kept). */
 static int attach_step(uint32_t jobid, uint32_t stepid)
@@ -534,7 +557,7 @@ static int attach_step(uint32_t jobid, uint32_t stepid)
 	if (sq_running_live(st.runtime_dir, name) &&
 	    sq_running_read_ns(st.runtime_dir, name, &pid, &start, &nspid, &nsstart) == 0 &&
 	    attach_container(name, pid, start, nspid, nsstart) != 0)
-		return st.failed ? -1 : 1;
+		return st.failed ? -1 : attach_step_layer(jobid, stepid);
 	if (st.failed)
 		return -1;
 	snprintf(err, sizeof(err), "--container-name=%s: step %u.%u runs no container of yours on "
@@ -847,12 +870,12 @@ static void user_init_steps(spank_t sp)
 				slurm_info("squall: %s", err);
 			after_start();
 		}
+		sq_phase_end("start container");
 	}
 	/* The importer's file is held open by the started container now (Pyxis's protocol
 	 * calls release here, and again at the step's end). */
 	if (st.importer.envp != NULL)
 		sq_importer_release(&st.importer);
-	sq_phase_end("start container");
 out:
 	if (st.conf_path[0]) {
 		unlink(st.conf_path);

@@ -119,3 +119,23 @@ def test_reap_mntns_kills_what_runs_in_that_namespace():
         for p in (inside, outside):
             p.kill()
             p.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new mount namespace needs root")
+def test_mntns_find_names_a_process_of_that_user_in_that_namespace():
+    # --container-name=JOBID.STEPID joins a kept-container step's layer through one of its
+    # processes: the finder must name one in that namespace, of that user, or none.
+    inside = subprocess.Popen(["unshare", "--mount", "sleep", "60"])
+    try:
+        dev, ino = ffi.new("unsigned long long *"), ffi.new("unsigned long long *")
+        deadline = time.monotonic() + 5
+        while os.readlink(f"/proc/{inside.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert lib.sq_mntns_of(inside.pid, dev, ino) == 0
+        assert lib.sq_mntns_find(dev[0], ino[0], os.getuid()) == inside.pid
+        assert lib.sq_mntns_find(dev[0], ino[0], 4242) == -1      # another user's: none
+        assert lib.sq_mntns_find(dev[0], ino[0] + 1, os.getuid()) == -1
+    finally:
+        inside.kill()
+        inside.wait()
