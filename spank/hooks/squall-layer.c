@@ -49,6 +49,7 @@ struct mnt {
 	char fstype[64];
 	char flags[256];     /* per-mount options: ro, nosuid, ... */
 	char super[512];     /* superblock options: size=, mode=, ... */
+	unsigned long propagation; /* MS_UNBINDABLE or MS_SHARED to give back, or 0 */
 };
 
 static void die(const char *what, const char *arg)
@@ -73,6 +74,26 @@ static void unescape(char *s)
 		}
 	}
 	*w = '\0';
+}
+
+/* The propagation a mount had (mountinfo's optional fields, between the seventh field and
+ * " - "): the step's namespace starts all private, so these are given back at the end. A
+ * slave ("master:N") stays private: its master is outside the step's reach. */
+static unsigned long propagation_of(const char *line, const char *sep)
+{
+	const char *p = line;
+	int shared = 0;
+
+	for (int field = 0; field < 6 && p != NULL && p < sep; field++) {
+		p = strchr(p, ' ');
+		p = p ? p + 1 : NULL;
+	}
+	for (; p != NULL && p < sep; p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL) {
+		if (strncmp(p, "unbindable", 10) == 0 && (p[10] == ' ' || p[10] == '\n'))
+			return MS_UNBINDABLE;
+		shared |= strncmp(p, "shared:", 7) == 0;
+	}
+	return shared ? MS_SHARED : 0;
 }
 
 /* Every mount of this namespace, in mountinfo order (a parent before its children). */
@@ -110,6 +131,7 @@ static struct mnt *read_mounts(size_t *count)
 		snprintf(list[n].fstype, sizeof(list[n].fstype), "%s", fstype);
 		snprintf(list[n].flags, sizeof(list[n].flags), "%s", flags);
 		snprintf(list[n].super, sizeof(list[n].super), "%s", super);
+		list[n].propagation = propagation_of(line, sep);
 		n++;
 	}
 	fclose(f);
@@ -146,19 +168,19 @@ static unsigned long mount_flags(const char *csv)
 	return f;
 }
 
-/* The tmpfs superblock options worth keeping: size, inodes, mode, owner. */
+/* The tmpfs superblock options as the kernel shows them (size=, mode=, huge=, ...), less
+ * rw/ro, which are flags, not data: the fresh tmpfs is made like the runtime's. */
 static void tmpfs_data(const char *super, char *out, size_t len)
 {
-	static const char *const keep[] = { "size=", "nr_inodes=", "mode=", "uid=", "gid=", NULL };
 	size_t o = 0;
 	char copy[512], *save = NULL;
 
 	out[0] = '\0';
 	snprintf(copy, sizeof(copy), "%s", super);
 	for (char *opt = strtok_r(copy, ",", &save); opt; opt = strtok_r(NULL, ",", &save))
-		for (int i = 0; keep[i]; i++)
-			if (strncmp(opt, keep[i], strlen(keep[i])) == 0 && o + strlen(opt) + 2 < len)
-				o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", opt);
+		if (strcmp(opt, "rw") != 0 && strcmp(opt, "ro") != 0 &&
+		    strcmp(opt, "seclabel") != 0 && o + strlen(opt) + 2 < len)
+			o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", opt);
 }
 
 static int under(const char *path, const char *dir)
@@ -297,11 +319,12 @@ int main(int argc, char **argv)
 		cwd[len] = '\0';
 	else
 		snprintf(cwd, sizeof(cwd), "/");
+	/* Read in the container's own namespace: a copy (unshare) loses "unbindable". */
+	mounts = read_mounts(&nmounts);
 	if (unshare(CLONE_NEWNS) < 0)
 		die("cannot make a mount namespace for the step", NULL);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die("cannot make the step's mounts private", NULL);
-	mounts = read_mounts(&nmounts);
 	for (size_t i = 0; i < nmounts; i++)
 		if (strcmp(mounts[i].point, "/") == 0)
 			rootmnt = &mounts[i];   /* the last one mounted on / is the root */
@@ -383,6 +406,12 @@ int main(int argc, char **argv)
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		die("cannot switch to the step's root", NULL);
 ready:
+	/* Give back the propagation the private copy took away (--container-mounts=...:unbindable),
+	 * parents first, as mountinfo lists them. */
+	for (size_t i = 0; i < nmounts; i++)
+		if (mounts[i].propagation != 0 && strcmp(mounts[i].point, "/") != 0 &&
+		    mount(NULL, mounts[i].point, NULL, mounts[i].propagation, NULL) < 0)
+			die("cannot restore the propagation of", mounts[i].point);
 	if (chdir(cwd) < 0 && chdir("/") < 0)
 		die("cannot change to", cwd);
 	free(mounts);

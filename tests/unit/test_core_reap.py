@@ -96,7 +96,9 @@ def test_reap_session_spares_other_users_processes():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a new mount namespace needs root")
 def test_reap_mntns_kills_what_runs_in_that_namespace():
-    inside = subprocess.Popen(["unshare", "--mount", "sh", "-c", "sleep 60 & exec sleep 61"])
+    # Its own session: under CI the runner may sit in session 0, which names no session.
+    inside = subprocess.Popen(["unshare", "--mount", "sh", "-c", "sleep 60 & exec sleep 61"],
+                              start_new_session=True)
     outside = subprocess.Popen(["sleep", "60"])
     try:
         dev, ino = ffi.new("unsigned long long *"), ffi.new("unsigned long long *")
