@@ -129,14 +129,14 @@ def _resolve_registry(src: Source, client: RegistryClient, cache: ImageCache, pl
                       arch: str, opts: BuildOptions) -> Manifest | BuildResult:
     known = cache.lookup(src.canonical, platform)
     if known and src.digest:
-        return _hit(cache, src, known, platform, opts, 0.0)  # digests never move
+        return _hit(cache, src, known, platform, opts)  # digests never move
     opts.reporter.stage(f"resolving {src.canonical} for {platform}")
     try:
         manifest = client.resolve(src.digest or src.tag, arch)
     except SquallError as exc:
         if known and opts.offline_ok and str(exc).startswith("registry unreachable"):
             opts.reporter.stage(f"{exc}; using the cached image {known}")
-            return _hit(cache, src, known, platform, opts, 0.0)
+            return _hit(cache, src, known, platform, opts)
         raise
     return manifest
 
