@@ -126,11 +126,24 @@ def run_mksquashfs(rootfs: str, out: str, opts: SquashOptions) -> None:
         raise squash_error("mksquashfs", proc.returncode, proc.stderr, out)
 
 
+def _nearly_full(path: str) -> bool:
+    """tar2sqfs reports a full disk as "I/O error": look at the free space itself."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
+
+
 def squash_error(tool: str, rc: int, stderr: str, out: str) -> SquallError:
     last = (stderr or "").strip().splitlines()[-1:] or [""]
-    if "No space left" in (stderr or ""):
-        where, _, name = out.rpartition("/")
+    where, _, name = out.rpartition("/")
+    if "No space left" in (stderr or "") or _nearly_full(out):
         return SquallError(f"disk full in {where or '.'} ({tool} writing {name}): free space "
                            "there or point --cache-dir / -o elsewhere")
+    if "I/O error" in (stderr or ""):
+        # tar2sqfs says only "I/O error" for a full disk, and deletes its output first
+        return SquallError(f"disk full or failing in {where or '.'} ({tool} writing {name}: "
+                           "I/O error): free space there or point --cache-dir / -o elsewhere")
     return SquallError(f"{tool} failed (exit {rc}: {last[0]}) writing {out}: check free space "
                        "and the options")
