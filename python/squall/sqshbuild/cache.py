@@ -178,7 +178,7 @@ def is_dead_temp(path: Path, now: float | None = None) -> bool:
 def remove_dead_temps(directory: Path, pattern: str) -> list[tuple[Path, int]]:
     """Remove the files matching ``pattern`` in ``directory`` that dead builds left;
     what this user may not remove is left to its owner or gc. Returns (path, bytes)."""
-    removed = []
+    removed: list[tuple[Path, int]] = []
     try:
         candidates = list(directory.glob(pattern))
     except OSError:
@@ -220,7 +220,7 @@ def work_dir_prefix(kind: str) -> str:
 def remove_dead_work_dirs(directory: Path) -> list[tuple[Path, int]]:
     """Scratch trees (unpack roots, dockerd:// exports) that killed builds of this host
     left in ``directory`` (``--work-dir`` or TMPDIR). Returns (path, bytes)."""
-    removed = []
+    removed: list[tuple[Path, int]] = []
     try:
         candidates = [p for p in directory.glob(f"{WORK_PREFIX}*") if p.is_dir()]
     except OSError:

@@ -210,9 +210,11 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
 def _sidecar_for(image: Path) -> dict[str, Any] | None:
     for cand in (image.with_suffix(".json"), image.with_name(image.name + ".json")):
         try:
-            return json.loads(cand.read_text())
+            data = json.loads(cand.read_text())
         except (OSError, ValueError):
             continue
+        if isinstance(data, dict):
+            return data
     return None
 
 

@@ -82,7 +82,8 @@ class SharedLock:
 
     def owner(self) -> dict[str, object] | None:
         try:
-            return json.loads(self.path.read_text() or "{}")
+            data = json.loads(self.path.read_text() or "{}")
+            return data if isinstance(data, dict) else None
         except (OSError, ValueError):
             return None
 
