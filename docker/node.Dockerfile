@@ -4,9 +4,12 @@ ARG RELEASE=trixie
 ARG BASE=squall-base:${RELEASE}
 FROM ${BASE}
 
-# The test user, same uid on every node, home on the shared /fsx.
+# The test users, same uids on every node, homes on the shared /fsx: squall, and alice, a
+# second user of the same image cache (docs/sqshbuild.md, "Permissions").
 RUN groupadd -g 1000 squall \
  && useradd -u 1000 -g 1000 -d /fsx/home/squall -M -s /bin/bash squall \
+ && groupadd -g 1001 alice \
+ && useradd -u 1001 -g 1001 -d /fsx/home/alice -M -s /bin/bash alice \
  && dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none \
  && chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
 

@@ -86,8 +86,9 @@ class Cluster:
             check: bool = True, env: dict[str, str] | None = None) -> Result:
         """Run ``cmd`` with bash on ``node`` as ``user`` (a login shell's environment)."""
         argv = ["timeout", "-k", "5", str(int(timeout)), "bash", "-c", cmd]
-        workdir = f"/fsx/home/{USER}" if user == USER else "/"
-        environment = {"HOME": workdir if user == USER else "/root", "USER": user}
+        home = "/root" if user == "root" else f"/fsx/home/{user}"
+        workdir = "/" if user == "root" else home
+        environment = {"HOME": home, "USER": user}
         environment.update(env or {})
         rc, (out, err) = self.container(node).exec_run(
             argv, user=user, workdir=workdir, environment=environment, demux=True)

@@ -77,9 +77,10 @@ def test_publish_index_and_gc(tmp_path):
     assert cache.lookup("r/x:1", "linux/amd64") == D1
     assert cache.lookup("r/x:1", "linux/arm64") is None
     old = time.time() - 1000
-    os.utime(cache.sidecar(D2), (old, old))  # D2 is the least recently used
-    (cache.layer_root / "sha256").mkdir(parents=True)
+    for p in (cache.sidecar(D2), cache.used_marker(D2), cache.sqsh(D2)):
+        os.utime(p, (old, old))  # D2 is the least recently used
     (cache.layer_root / "sha256" / ("a" * 64 + ".tar")).write_bytes(b"l" * 100)
+    (cache.layer_root / "sha256" / ("a" * 64 + ".ok")).write_bytes(b"")
     assert cache.gc(10_000, dry_run=True) == []
     removed = cache.gc(3_500)
     assert [r.get("layer") or r.get("image") for r in removed] == ["sha256:" + "a" * 64, D2]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -14,9 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from squall.cliutil import log
 from squall.errors import SquallError
 from squall.sqshbuild import enroot_files
-from squall.sqshbuild.cache import TMP_PREFIX, ImageCache, entry_name, fsync_dir
+from squall.sqshbuild.cache import (
+    FILE_MODE,
+    TMP_PREFIX,
+    ImageCache,
+    disk_error,
+    entry_name,
+    fsync_dir,
+    remove_dead_temps,
+    remove_dead_work_dirs,
+    user_cache_dir,
+    work_dir_prefix,
+)
 from squall.sqshbuild.layers import LayerCache
 from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
@@ -96,64 +110,135 @@ def default_jobs() -> int:
     return 2 if n <= 2 else min(4, n)
 
 
+@dataclass
+class Caches:
+    """Where hits are looked for (``read``, in order) and where this build writes (its
+    lock, layers and image): the shared cache when this user can write it, else the
+    per-user cache (with a notice), else, for ``-o``, a scratch cache removed afterwards."""
+
+    read: list[ImageCache]
+    write: ImageCache
+    notice: str = ""
+    scratch: Path | None = None
+
+    def find(self, digest: str, variant: str) -> ImageCache | None:
+        for cache in (*self.read, self.write):
+            if cache.has(digest, variant):
+                return cache
+        return None
+
+    def lookup(self, reference: str, platform: str, variant: str) -> str | None:
+        for cache in (*self.read, self.write):
+            known = cache.lookup(reference, platform, variant)
+            if known:
+                return known
+        return None
+
+    def building(self) -> ImageCache:
+        """The cache a build writes to; says once why it is not the shared one."""
+        if self.notice:
+            log.warning("note: %s", self.notice)
+            self.notice = ""
+        return self.write
+
+
+def open_caches(opts: BuildOptions) -> Caches:
+    shared = ImageCache.open(opts.cache_dir, must_write=False)
+    if shared.writable:
+        return Caches([shared], shared)
+    read = [shared]
+    user_root = user_cache_dir().absolute()
+    user: ImageCache | None = None
+    if user_root != shared.root:
+        user = ImageCache.open(user_root, private=True, must_write=False)
+        if user.writable:
+            return Caches(read, user, f"{shared.problem}; building in the per-user cache "
+                                      f"{user.root} instead")
+        read.append(user)
+    if opts.output is not None:  # -o needs no cache: layers go to a scratch one
+        scratch = Path(tempfile.mkdtemp(prefix=work_dir_prefix("cache"), dir=opts.work_dir))
+        cache = ImageCache.open(scratch, private=True, layer_root=scratch / "layers")
+        return Caches(read, cache, scratch=scratch)
+    why = f"; nor the per-user cache: {user.problem}" if user is not None else ""
+    raise SquallError(f"{shared.problem}{why}")
+
+
 def build(ref_text: str, opts: BuildOptions) -> BuildResult:
     opts.started = time.monotonic()
     check_options(opts.squash)
     src = parse_source(ref_text)
     arch = normalise_arch(opts.arch)[0] if opts.arch else host_arch()
     platform = f"linux/{arch}"
-    cache = ImageCache.open(opts.cache_dir)
-    if src.kind == "registry":
-        client = RegistryClient(src.registry, src.repository, src.user,
-                                insecure_registries(opts.insecure))
-        resolved = _resolve_registry(src, client, cache, platform, arch, opts)
-        if isinstance(resolved, BuildResult):
-            resolved.seconds = opts.elapsed()
-            return resolved
-        return _build_registry(src, client, cache, resolved, platform, opts)
-    return _build_local(src, cache, platform, arch, opts)
+    # Every file the cache holds is readable by every user, whatever the caller's umask.
+    umask = os.umask(0o022)
+    try:
+        caches = open_caches(opts)
+        try:
+            remove_dead_work_dirs(opts.work_dir or Path(tempfile.gettempdir()))
+            if caches.write.writable:
+                remove_dead_temps(caches.write.root, f"{TMP_PREFIX}*")
+            if src.kind == "registry":
+                client = RegistryClient(src.registry, src.repository, src.user,
+                                        insecure_registries(opts.insecure))
+                resolved = _resolve_registry(src, client, caches, platform, arch, opts)
+                if isinstance(resolved, BuildResult):
+                    resolved.seconds = opts.elapsed()
+                    return resolved
+                return _build_registry(src, client, caches, resolved, platform, opts)
+            return _build_local(src, caches, platform, arch, opts)
+        finally:
+            if caches.scratch is not None:
+                _rmtree(caches.scratch)
+    finally:
+        os.umask(umask)
 
 
 def _hit(cache: ImageCache, src: Source, digest: str, platform: str,
          opts: BuildOptions) -> BuildResult:
-    cache.touch(digest)
+    variant = opts.squash.variant()
+    cache.touch(digest, variant)
     cache.remember(src.canonical, platform, digest)
-    path = cache.sqsh(digest)
-    side = cache.read_sidecar(digest) or {}
+    path = cache.sqsh(digest, variant)
+    side = cache.read_sidecar(digest, variant) or {}
     if opts.output is not None:
         path = _copy_out(path, opts.output, side)
     return BuildResult(path, digest, src.canonical, True, opts.elapsed(), side)
 
 
-def _resolve_registry(src: Source, client: RegistryClient, cache: ImageCache, platform: str,
+def _resolve_registry(src: Source, client: RegistryClient, caches: Caches, platform: str,
                       arch: str, opts: BuildOptions) -> Manifest | BuildResult:
-    known = cache.lookup(src.canonical, platform)
-    if known and src.digest:
-        return _hit(cache, src, known, platform, opts, 0.0)  # digests never move
+    variant = opts.squash.variant()
+    known = caches.lookup(src.canonical, platform, variant)
+    where = caches.find(known, variant) if known else None
+    if known and where and src.digest:
+        return _hit(where, src, known, platform, opts)  # digests never move
     opts.reporter.stage(f"resolving {src.canonical} for {platform}")
     try:
         manifest = client.resolve(src.digest or src.tag, arch)
     except SquallError as exc:
-        if known and opts.offline_ok and str(exc).startswith("registry unreachable"):
+        if known and where and opts.offline_ok and str(exc).startswith("registry unreachable"):
             opts.reporter.stage(f"{exc}; using the cached image {known}")
-            return _hit(cache, src, known, platform, opts, 0.0)
+            return _hit(where, src, known, platform, opts)
         raise
     return manifest
 
 
-def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, manifest: Manifest,
+def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifest: Manifest,
                     platform: str, opts: BuildOptions) -> BuildResult:
     digest = manifest.digest
+    variant = opts.squash.variant()
     rep = opts.reporter
-    if cache.has(digest):
-        return _hit(cache, src, digest, platform, opts)
-    lock = cache.lock(digest)
-    if not lock.acquire(done=lambda: cache.has(digest), on_wait=rep.waiting):
+    found = caches.find(digest, variant)
+    if found is not None:
+        return _hit(found, src, digest, platform, opts)
+    cache = caches.building()
+    lock = cache.lock(digest, variant)
+    if not lock.acquire(done=lambda: cache.has(digest, variant), on_wait=rep.waiting):
         return _hit(cache, src, digest, platform, opts)
     try:
-        if cache.has(digest):
+        if cache.has(digest, variant):
             return _hit(cache, src, digest, platform, opts)
-        _clean_dead_temps(cache, digest)
+        _clean_dead_temps(cache, digest, variant)
         layers_cache = LayerCache(cache.layer_root)
         config_bytes = layers_cache.config(client, manifest.config.digest)
         try:
@@ -205,20 +290,24 @@ def _build_registry(src: Source, client: RegistryClient, cache: ImageCache, mani
                        result[1], result[2])
 
 
-def _build_local(src: Source, cache: ImageCache, platform: str, arch: str,
+def _build_local(src: Source, caches: Caches, platform: str, arch: str,
                  opts: BuildOptions) -> BuildResult:
-    work = Path(tempfile.mkdtemp(prefix="sqshbuild-", dir=opts.work_dir))
+    work = Path(tempfile.mkdtemp(prefix=work_dir_prefix("src"), dir=opts.work_dir))
+    variant = opts.squash.variant()
     try:
         opts.reporter.stage(f"reading {src.canonical}")
         image = load_source(src, arch, work)
         digest = image.key
-        if cache.has(digest):
-            return _hit(cache, src, digest, platform, opts)
-        lock = cache.lock(digest)
-        if not lock.acquire(done=lambda: cache.has(digest), on_wait=opts.reporter.waiting):
+        found = caches.find(digest, variant)
+        if found is not None:
+            return _hit(found, src, digest, platform, opts)
+        cache = caches.building()
+        lock = cache.lock(digest, variant)
+        if not lock.acquire(done=lambda: cache.has(digest, variant),
+                            on_wait=opts.reporter.waiting):
             return _hit(cache, src, digest, platform, opts)
         try:
-            _clean_dead_temps(cache, digest)
+            _clean_dead_temps(cache, digest, variant)
             layers = [Layer(name, opener) for name, opener in image.layers]
             sidecar = {
                 "reference": src.text, "canonical": src.canonical, "manifest_digest": digest,
@@ -241,10 +330,14 @@ def _platform_of(config: dict[str, Any], default: str) -> str:
     return f"{config.get('os', 'linux')}/{arch}" if arch else default
 
 
-def _clean_dead_temps(cache: ImageCache, digest: str) -> None:
-    """We hold the lock, so any temp file for this entry is a dead build's leftover."""
-    for p in cache.root.glob(f"{TMP_PREFIX}{entry_name(digest)}.*"):
-        p.unlink(missing_ok=True)
+def _clean_dead_temps(cache: ImageCache, digest: str, variant: str) -> None:
+    """We hold the lock, so any temp file for this entry is a dead build's leftover (one
+    this user may not remove stays for its owner or gc)."""
+    for p in cache.root.glob(f"{TMP_PREFIX}{entry_name(digest, variant)}.*"):
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
@@ -253,12 +346,13 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
     files = enroot_files.generate(config)
     probe = VersionProbe()
     pipeline = pick_pipeline(opts.squash)
+    variant = opts.squash.variant()
     if opts.output is not None:
         out_final = opts.output.resolve()
-        tmp = out_final.with_name(f"{TMP_PREFIX}{out_final.name}.{os.getpid()}")
+        tmp = _output_temp(out_final)
     else:
-        out_final = cache.sqsh(digest)
-        tmp = cache.temp_path(digest)
+        out_final = cache.sqsh(digest, variant)
+        tmp = cache.temp_path(digest, variant)
     opts.reporter.stage(f"squashing ({pipeline}, {opts.squash.describe()})")
     opts.reporter.squash_start(len(layers))
     try:
@@ -279,7 +373,7 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
         if opts.output is not None:
             path = _publish_to(tmp, out_final, sidecar)
         else:
-            path = cache.publish(digest, tmp, sidecar)
+            path = cache.publish(digest, tmp, sidecar, variant)
         opts.mark("published")
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -332,11 +426,16 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
 
 def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: VersionProbe,
                    out: Path, opts: BuildOptions) -> None:
-    work = Path(tempfile.mkdtemp(prefix="sqshbuild-rootfs-", dir=opts.work_dir))
+    work = Path(tempfile.mkdtemp(prefix=work_dir_prefix("rootfs"), dir=opts.work_dir))
     try:
         rootfs = work / "rootfs"
-        merge_layers(layers, DirSink(rootfs, opts.reporter.squash_advance),
-                     files.as_synthetic(), [files.workdir], probe)
+        try:
+            merge_layers(layers, DirSink(rootfs, opts.reporter.squash_advance),
+                         files.as_synthetic(), [files.workdir], probe)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_error(exc, work, "unpacking the image into") from None
+            raise
         opts.mark("merge_done")
         argv = mksquashfs_argv(str(rootfs), str(out), opts.squash)
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
@@ -358,32 +457,40 @@ def _rmtree(path: Path) -> None:
     shutil.rmtree(path, onerror=onerror)
 
 
+def _output_temp(final: Path) -> Path:
+    """``.building-NAME.<host>.<pid>`` beside ``-o NAME``; what a killed build left there
+    is removed first."""
+    remove_dead_temps(final.parent, f"{TMP_PREFIX}{final.name}.*")
+    return final.with_name(f"{TMP_PREFIX}{final.name}.{socket.gethostname()}.{os.getpid()}")
+
+
 def _publish_to(tmp: Path, final: Path, sidecar: dict[str, Any]) -> Path:
     side = final.with_suffix(".json") if final.suffix == ".sqsh" else \
         final.with_name(final.name + ".json")
     try:
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, FILE_MODE)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         sidecar = dict(sidecar, size=tmp.stat().st_size, path=str(final))
         side.write_text(json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
+        os.chmod(side, FILE_MODE)
         os.replace(tmp, final)
         fsync_dir(final.parent)
     except OSError as exc:
-        raise SquallError(f"cannot write {final}: {exc.strerror}") from None
+        raise disk_error(exc, final) from None
     return final
 
 
 def _copy_out(path: Path, output: Path, sidecar: dict[str, Any]) -> Path:
     output = output.resolve()
-    tmp = output.with_name(f"{TMP_PREFIX}{output.name}.{os.getpid()}")
+    tmp = _output_temp(output)
     try:
         with open(path, "rb") as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)  # type: ignore[misc]
+            shutil.copyfileobj(src, dst, 1 << 20)
         return _publish_to(tmp, output, dict(sidecar))
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise SquallError(f"cannot write {output}: {exc.strerror}") from None
+        raise disk_error(exc, output) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

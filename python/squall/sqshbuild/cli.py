@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from squall.cliutil import (
 )
 from squall.errors import SquallError, UsageError
 from squall.sqshbuild.build import BuildOptions, Reporter, build
-from squall.sqshbuild.cache import ImageCache, parse_size
+from squall.sqshbuild.cache import ImageCache, parse_size, remove_dead_work_dirs
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
 
 
@@ -209,9 +210,11 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
 def _sidecar_for(image: Path) -> dict[str, Any] | None:
     for cand in (image.with_suffix(".json"), image.with_name(image.name + ".json")):
         try:
-            return json.loads(cand.read_text())
+            data = json.loads(cand.read_text())
         except (OSError, ValueError):
             continue
+        if isinstance(data, dict):
+            return data
     return None
 
 
@@ -264,6 +267,9 @@ def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> N
         raise UsageError(str(exc)) from None
     cache = ImageCache.open(cache_dir)
     removed = cache.gc(limit, dry_run=dry_run)
+    if not dry_run:  # scratch trees of killed builds (the unpack pipeline's, dockerd://)
+        removed += [{"leftover": str(p), "size": size}
+                    for p, size in remove_dead_work_dirs(Path(tempfile.gettempdir()))]
     if as_json:
         click.echo(json.dumps({"removed": removed, "dry_run": dry_run}))
         return
@@ -271,8 +277,9 @@ def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> N
         return
     verb = "would remove" if dry_run else "removed"
     for r in removed:
-        kind = "image" if "image" in r else "layer"
-        click.echo(f"{verb} {kind} {r.get(kind)} ({_human(r['size'])})")
+        kind = next(k for k in ("image", "layer", "leftover") if k in r)
+        variant = f" ({r['variant']})" if r.get("variant") else ""
+        click.echo(f"{verb} {kind} {r.get(kind)}{variant} ({_human(r['size'])})")
     if not removed:
         click.echo(f"cache already under {_human(limit)}")
 

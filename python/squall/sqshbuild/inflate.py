@@ -128,7 +128,7 @@ class Decoder:
         if self.proc is not None:
             self._close_input()
             if self.proc.wait() != 0:
-                self._tool_failed(self.proc.args[0])  # type: ignore[index]
+                self._tool_failed(str(self.proc.args[0]))  # type: ignore[index]
             self.proc = None
         elif self.zlib is not None:
             self.out.write(self.zlib.flush())

@@ -164,6 +164,10 @@ class LayerCache:
         """Download (resuming ``partial``), hash and decompress in one pass over the bytes;
         publish ``final`` only if the digest matches."""
         tmp = final.with_name(final.name + ".tmp")
+        # Another user's leftovers (a killed download): not ours to append to; start over.
+        tmp.unlink(missing_ok=True)
+        if partial.exists() and not os.access(partial, os.W_OK):
+            partial.unlink()
         hasher = hashlib.sha256()
         have = 0
         decoder: Decoder | None = None

@@ -27,7 +27,7 @@ HEARTBEAT = 5.0
 STALE_AFTER = 60.0
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -55,10 +55,13 @@ class SharedLock:
             return False
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise SquallError(f"disk full creating lock {self.path}: free space") from None
-            raise SquallError(f"cannot create lock {self.path}: {exc.strerror}; check that the "
-                              "cache directory is writable") from None
+                raise SquallError(f"disk full in {self.path.parent} (creating the lock "
+                                  f"{self.path.name}): free space there") from None
+            raise SquallError(f"cannot create lock {self.path}: {exc.strerror}; the directory "
+                              f"{self.path.parent} must be writable by every user of the cache "
+                              f"(chmod 1777 {self.path.parent})") from None
         try:
+            os.fchmod(fd, 0o644)  # whatever the umask: every user reads who holds it
             os.write(fd, json.dumps({"host": self.host, "pid": os.getpid(),
                                      "since": time.time()}).encode())
             os.fsync(fd)
@@ -79,7 +82,8 @@ class SharedLock:
 
     def owner(self) -> dict[str, object] | None:
         try:
-            return json.loads(self.path.read_text() or "{}")
+            data = json.loads(self.path.read_text() or "{}")
+            return data if isinstance(data, dict) else None
         except (OSError, ValueError):
             return None
 
@@ -90,7 +94,7 @@ class SharedLock:
             return False
         owner = self.owner() or {}
         pid = owner.get("pid")
-        if owner.get("host") == self.host and isinstance(pid, int) and not _pid_alive(pid):
+        if owner.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
             return True
         return age > self.stale_after
 

@@ -7,8 +7,10 @@ config digest, i.e. the image ID, for ``docker save`` archives).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -140,7 +142,8 @@ def load_docker_archive(path: Path) -> LocalImage:
                           "create it with 'docker save IMAGE -o FILE.tar'") from None
     digest = _sha(config_bytes)
     config = _json(config_bytes, f"{path}:{entry['Config']}")
-    openers = [(f"{path.name}:{m}", (lambda m=m: open_member(path, m))) for m in layers]
+    openers: list[tuple[str, Callable[[], BinaryIO]]] = [
+        (f"{path.name}:{m}", functools.partial(open_member, path, m)) for m in layers]
     return LocalImage(key=digest, config=config, config_digest=digest, layers=openers,
                       platform=f"{config.get('os', 'linux')}/{config.get('architecture', '')}")
 
@@ -217,7 +220,8 @@ def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
     if _sha(config_bytes) != config_digest:
         raise SquallError(f"digest mismatch: config {config_digest} in {path}: layout corrupt")
     config = _json(config_bytes, f"config {config_digest}")
-    openers = [(d, (lambda d=d: layout.open_blob(d))) for d in layer_digests]
+    openers: list[tuple[str, Callable[[], BinaryIO]]] = [
+        (str(d), functools.partial(layout.open_blob, d)) for d in layer_digests]
     return LocalImage(key=digest, config=config, config_digest=config_digest, layers=openers,
                       platform=platform, manifest_digest=digest)
 
@@ -225,8 +229,9 @@ def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
 def save_from_daemon(name: str, workdir: Path) -> Path:
     """``docker save`` through the Docker SDK into a file under ``workdir``."""
     try:
-        import docker  # type: ignore[import-not-found]
-        import docker.errors  # type: ignore[import-not-found]
+        # untyped, and optional: Any whether or not it is installed where mypy runs
+        docker: Any = importlib.import_module("docker")
+        importlib.import_module("docker.errors")
     except ImportError:
         raise SquallError("dockerd:// needs the Docker SDK for Python: pip install docker "
                           "(or apt install python3-docker)") from None

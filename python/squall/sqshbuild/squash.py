@@ -24,13 +24,14 @@ from squall.errors import SquallError
 COMPRESSORS = ("zstd", "gzip", "lzo", "lz4", "xz")
 DEFAULT_COMPRESSOR = "zstd"
 DEFAULT_LEVEL = 3
+DEFAULT_BLOCK_SIZE = 128 * 1024
 
 
 @dataclass(frozen=True)
 class SquashOptions:
     compressor: str = DEFAULT_COMPRESSOR
     level: int | None = DEFAULT_LEVEL  # zstd/gzip/xz level; None = the tool's default
-    block_size: int = 128 * 1024
+    block_size: int = DEFAULT_BLOCK_SIZE
     processors: int = 0  # 0 = all CPUs
     no_data_compression: bool = False  # Enroot's -noD
     pipeline: str = "auto"  # auto | stream | unpack
@@ -38,6 +39,16 @@ class SquashOptions:
 
     def jobs(self) -> int:
         return self.processors or (os.cpu_count() or 1)
+
+    def variant(self) -> str:
+        """'' for the default squash options, else a short name of those that change the
+        bytes (compressor, level, block size, -noD): part of the cache key."""
+        level = self.level if self.compressor in ("zstd", "gzip", "xz") else None
+        if (self.compressor, level, self.block_size, self.no_data_compression) == \
+                (DEFAULT_COMPRESSOR, DEFAULT_LEVEL, DEFAULT_BLOCK_SIZE, False):
+            return ""
+        name = f"{self.compressor}{'' if level is None else level}-b{self.block_size // 1024}k"
+        return name + ("-noD" if self.no_data_compression else "")
 
     def describe(self) -> str:
         lvl = f" level {self.level}" if self.level is not None and self.compressor == "zstd" else ""
@@ -115,9 +126,24 @@ def run_mksquashfs(rootfs: str, out: str, opts: SquashOptions) -> None:
         raise squash_error("mksquashfs", proc.returncode, proc.stderr, out)
 
 
+def _nearly_full(path: str) -> bool:
+    """tar2sqfs reports a full disk as "I/O error": look at the free space itself."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
+
+
 def squash_error(tool: str, rc: int, stderr: str, out: str) -> SquallError:
     last = (stderr or "").strip().splitlines()[-1:] or [""]
-    if "No space left" in (stderr or ""):
-        return SquallError(f"disk full while writing {out}: free space or move the cache")
+    where, _, name = out.rpartition("/")
+    if "No space left" in (stderr or "") or _nearly_full(out):
+        return SquallError(f"disk full in {where or '.'} ({tool} writing {name}): free space "
+                           "there or point --cache-dir / -o elsewhere")
+    if "I/O error" in (stderr or ""):
+        # tar2sqfs says only "I/O error" for a full disk, and deletes its output first
+        return SquallError(f"disk full or failing in {where or '.'} ({tool} writing {name}: "
+                           "I/O error): free space there or point --cache-dir / -o elsewhere")
     return SquallError(f"{tool} failed (exit {rc}: {last[0]}) writing {out}: check free space "
                        "and the options")

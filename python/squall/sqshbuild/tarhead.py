@@ -17,7 +17,7 @@ import struct
 import tarfile
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 BLOCK = tarfile.BLOCKSIZE
 _ENC = tarfile.ENCODING
@@ -116,21 +116,25 @@ class Reader:
             self._tar = tarfile.open(fileobj=f, mode="r:")
 
     def _slow(self, offset: int) -> tarfile.TarInfo | None:
+        # firstmember and members are TarFile's own attributes, missing from typeshed
         if offset == 0:
             assert self._tar is not None
-            info, self._tar.firstmember = self._tar.firstmember, None
+            first: Any = self._tar
+            info: tarfile.TarInfo | None = first.firstmember
+            first.firstmember = None
             return info
         if self._tar is None:
             self._f.seek(0)
             self._tar = tarfile.open(fileobj=self._f, mode="r:")
-        tar = self._tar
+        tar: Any = self._tar
         tar.firstmember = None
         tar.members = []
         tar.offset = offset
         # TarFile.next reads the byte before a member it has to seek to: that is how a
         # file cut inside a member's data is reported ("unexpected end of data").
         self._f.seek(offset - 1)
-        return tar.next()
+        member: tarfile.TarInfo | None = tar.next()
+        return member
 
     def __iter__(self) -> Iterator[tarfile.TarInfo]:
         offset = 0

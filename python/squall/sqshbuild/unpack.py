@@ -30,7 +30,7 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, cast
 
 from squall.errors import SquallError
 from squall.sqshbuild import tarhead
@@ -319,13 +319,13 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                     member = tar.extractfile(info)
                     blob = member.read() if member is not None else b""
                 observer.observe(path, info, blob)
-                sink.add(entry, _BytesReader(blob), None)
+                sink.add(entry, cast(BinaryIO, _BytesReader(blob)), None)
                 continue
             if observer is not None:
                 observer.observe(path, info, None)
             if span is None and is_file:
                 assert tar is not None
-                sink.add(entry, tar.extractfile(info), None)
+                sink.add(entry, cast("BinaryIO | None", tar.extractfile(info)), None)
             else:
                 sink.add(entry, None, span)
     except tarfile.TarError as exc:
@@ -469,7 +469,7 @@ class DirSink:
     def __init__(self, root: Path, on_bytes: Callable[[int], None] | None = None) -> None:
         self.root = root
         self._on_bytes = on_bytes
-        self._dir_times: list[tuple[str, int, int]] = []
+        self._dir_times: list[tuple[str, float, int]] = []
         root.mkdir(parents=True, exist_ok=True)
 
     def _full(self, path: str) -> str:

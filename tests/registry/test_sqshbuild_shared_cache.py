@@ -1,0 +1,213 @@
+"""One cache, several users (docs/sqshbuild.md, "Permissions"): an admin warms it as root,
+then users with umask 077 build and hit in it; an older version's root-owned directories,
+a cache users may not write and a read-only filesystem still serve hits, and a build then
+goes to the per-user cache with one line of notice. Other users are real (setpriv)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from imagekit import Image, layer
+
+from squall.sqshbuild.cli import main
+
+pytestmark = [pytest.mark.registry,
+              pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                                 reason="acting as other users needs root and setpriv")]
+USERS = (1000, 1001)
+
+
+@pytest.fixture
+def place():
+    """A directory every user can reach (pytest's tmp_path is root's 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="sqshbuild-users-test."))
+    os.chmod(d, 0o755)
+    for uid in USERS:
+        home = d / f"home{uid}"
+        home.mkdir()
+        os.chown(home, uid, uid)
+        os.chmod(home, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def as_user(uid: int, place: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``sqshbuild ARGV`` as ``uid`` (same gid, no other groups), umask 077."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(place / f"home{uid}"),
+           "PYTHONPATH": str(ROOT / "python"), "LANG": "C.UTF-8"}
+    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable,
+           "-c", "import os; os.umask(0o077); from squall.sqshbuild.cli import main; main()",
+           *argv]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
+                          cwd=place)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def as_root(monkeypatch, capsys, *argv: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["sqshbuild", *argv])
+    rc = 0
+    old = os.umask(0o077)
+    try:
+        main()
+    except SystemExit as exc:
+        rc = int(exc.code or 0)
+    finally:
+        os.umask(old)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return rc, out, err
+
+
+def result(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def images(registry):
+    """Three small images (warm, user1, user2) with a shared base layer."""
+    base = layer(("dir", "etc"), ("file", "etc/os-release", "ID=shared\n"))
+    refs = {}
+    for name in ("warm", "one", "two"):
+        repo = f"test/users-{name}-{uuid.uuid4().hex[:8]}"
+        image = Image([base, layer(("file", name, name * 1000))], {"Cmd": ["/bin/true"]})
+        refs[name] = (f"{registry.host}/{repo}:v1", registry.pusher.push(repo, "v1", image))
+    return refs
+
+
+def modes(root: Path) -> dict[str, str]:
+    out = {}
+    for p in [root, *root.rglob("*")]:
+        st = p.lstat()
+        out[str(p.relative_to(root))] = f"{stat.S_IMODE(st.st_mode):04o}"
+    return out
+
+
+def test_admin_warms_then_two_users_with_umask_077(place, images, clean_env, monkeypatch,
+                                                   capsys):
+    cache = place / "images"  # made by sqshbuild itself, as root
+    rc, out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir", str(cache),
+                           images["warm"][0])
+    assert rc == 0, err
+    warm = json.loads(out.strip().splitlines()[-1])
+    for uid, own in zip(USERS, ("one", "two"), strict=True):
+        hit = result(as_user(uid, place, "build", "--json", "--cache-dir", str(cache),
+                             images["warm"][0]))
+        assert hit["cached"] is True and hit["path"] == warm["path"]
+        built = result(as_user(uid, place, "build", "--json", "--cache-dir", str(cache),
+                               images[own][0]))
+        assert built["cached"] is False and Path(built["path"]).parent == cache
+        # the other user's image is readable: copied out of the cache
+        other = "one" if own == "two" else "warm"
+        out_file = place / f"home{uid}" / "copy.sqsh"
+        copied = result(as_user(uid, place, "build", "--json", "--cache-dir", str(cache),
+                                "-o", str(out_file), images[other][0]))
+        assert copied["cached"] is True and out_file.stat().st_uid == uid
+    got = modes(cache)
+    assert got["."] == "1777"
+    for d in ("index", "locks", "layers", "layers/sha256"):
+        assert got[d] == "0777", (d, got)
+    files = {k: v for k, v in got.items() if (cache / k).is_file()}
+    assert {v for k, v in files.items() if not k.endswith(".used")} == {"0644"}, files
+    assert {v for k, v in files.items() if k.endswith(".used")} == {"0666"}, files
+    assert not list(cache.glob(".building-*")) and not list(cache.glob("locks/*"))
+    assert len(list(cache.glob("*.sqsh"))) == 3
+    # and the users' per-user caches were never needed
+    assert not any((place / f"home{uid}" / ".cache").exists() for uid in USERS)
+
+
+def test_directories_an_older_version_made_as_root(place, images, clean_env):
+    """make demo's case: the root belongs to the user (0755), index/ and locks/ were made
+    by root 0755 by an older sqshbuild: the user gets a notice naming the directory and
+    the fix, builds in the per-user cache; root's next run repairs the directories."""
+    cache = place / "images"
+    cache.mkdir()
+    os.chown(cache, 1000, 1000)
+    for sub in ("index", "locks"):
+        (cache / sub).mkdir(mode=0o755)
+    proc = as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
+                   images["one"][0])
+    res = result(proc)
+    user_cache = place / "home1000" / ".cache" / "squall" / "images"
+    assert Path(res["path"]).parent == user_cache
+    note = [line for line in proc.stderr.splitlines() if "note:" in line]
+    assert len(note) == 1, proc.stderr
+    assert f"chown --reference={cache} {cache}/index" in note[0], note
+    assert "per-user cache" in note[0] and str(user_cache) in note[0]
+    assert modes(user_cache)["."] == "0700"
+    # a hit in the per-user cache the second time, without a notice
+    proc = as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
+                   images["one"][0])
+    assert result(proc)["cached"] is True and "note:" not in proc.stderr
+    # root's gc (or any build as root) repairs the directories: the user builds in place
+    subprocess.run([sys.executable, "-c", "from squall.sqshbuild.cli import main; main()",
+                    "gc", "--max-size", "1T", "--cache-dir", str(cache)], check=True,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True)
+    assert (cache / "locks").stat().st_uid == 1000
+    res = result(as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
+                         images["two"][0]))
+    assert Path(res["path"]).parent == cache and res["cached"] is False
+
+
+def test_cache_users_cannot_write_serves_hits_and_builds_per_user(place, images, clean_env,
+                                                                  monkeypatch, capsys):
+    cache = place / "images"
+    rc, out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir", str(cache),
+                           images["warm"][0])
+    assert rc == 0, err
+    os.chmod(cache, 0o755)  # the admin keeps it read-only for users
+    before = modes(cache)
+    hit = result(as_user(1001, place, "build", "--json", "--cache-dir", str(cache),
+                         images["warm"][0]))
+    assert hit["cached"] is True and Path(hit["path"]).parent == cache
+    proc = as_user(1001, place, "build", "--json", "--cache-dir", str(cache), images["two"][0])
+    res = result(proc)
+    assert Path(res["path"]).parent == place / "home1001" / ".cache" / "squall" / "images"
+    note = [line for line in proc.stderr.splitlines() if "note:" in line]
+    assert len(note) == 1 and f"chmod 1777 {cache}" in note[0], proc.stderr
+    assert modes(cache) == before
+    # -o needs no writable cache at all
+    out_file = place / "home1001" / "out.sqsh"
+    res = result(as_user(1001, place, "build", "--json", "--cache-dir", str(cache), "-o",
+                         str(out_file), images["one"][0]))
+    assert res["cached"] is False and out_file.is_file()
+    # gc cannot work there: one line
+    proc = as_user(1001, place, "gc", "--max-size", "1K", "--cache-dir", str(cache))
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "not writable by" in proc.stderr
+
+
+def test_read_only_filesystem_serves_hits(place, images, clean_env, monkeypatch, capsys):
+    mnt = place / "ro"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", str(mnt)],
+                   check=True)
+    try:
+        cache = mnt / "images"
+        rc, out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir",
+                               str(cache), images["warm"][0])
+        assert rc == 0, err
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        monkeypatch.setenv("HOME", str(place / "roothome"))
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        rc, out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir",
+                               str(cache), images["warm"][0])
+        assert rc == 0 and json.loads(out)["cached"] is True, err
+        rc, out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir",
+                               str(cache), images["one"][0])
+        assert rc == 0, err
+        assert json.loads(out)["path"].startswith(str(place / "roothome" / ".cache"))
+        assert "read-only filesystem" in err and err.count("note:") == 1, err
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
