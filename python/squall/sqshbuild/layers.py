@@ -153,7 +153,7 @@ class LayerCache:
                 if mismatches >= 2:
                     raise SquallError(
                         f"digest mismatch for layer {desc.digest} from {client.name}: the data "
-                        f"hashes to {exc}; the registry served corrupt or tampered content, "
+                        f"{exc}; the registry served corrupt or tampered content, "
                         "nothing was published") from None
                 continue
             return
@@ -179,7 +179,8 @@ class LayerCache:
                             have += len(chunk)
                     if desc.size and have > desc.size:
                         partial.unlink()
-                        raise _Mismatch("more bytes than the manifest says")
+                        raise _Mismatch(f"is longer than the {desc.size} bytes the manifest "
+                                        "gives")
                 resp = None
                 if not (desc.size and have == desc.size):
                     resp = client.open_blob(desc.digest, have)
@@ -194,6 +195,10 @@ class LayerCache:
                     if resp is not None:
                         try:
                             for chunk in resp.iter_content(CHUNK):
+                                have += len(chunk)
+                                if desc.size and have > desc.size:  # stop at once
+                                    raise _Mismatch(f"is longer than the {desc.size} bytes "
+                                                    "the manifest gives")
                                 out.write(chunk)
                                 if decoder is None:
                                     decoder = Decoder(chunk, tar_out, desc.digest)
@@ -207,7 +212,7 @@ class LayerCache:
                             resp.close()
                 got = "sha256:" + hasher.hexdigest()
                 if got != desc.digest:
-                    raise _Mismatch(got)
+                    raise _Mismatch(f"hashes to {got}")
                 if decoder is None:
                     raise SquallError(f"layer {desc.digest} of {client.name} is empty: "
                                       "re-push the image")

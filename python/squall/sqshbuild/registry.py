@@ -24,7 +24,6 @@ from squall.sqshbuild.credentials import remember_secret
 from squall.sqshbuild.transport import (
     CONFIG_CAP,
     MANIFEST_CAP,
-    TIMEOUT_ENV,
     TOKEN_CAP,
     deadline,
     describe,
@@ -243,14 +242,9 @@ class RegistryClient:
                 resp = self.session.request(method, url, headers=headers, stream=stream,
                                             timeout=http_timeout(), allow_redirects=True)
             except requests.RequestException as exc:
-                why = describe(exc)
-                if why.startswith("Retry-After"):
-                    raise SquallError(
-                        f"rate limited by {self.registry} for {what or url}: it asks to wait "
-                        f"{why.split()[1]} s, longer than {TIMEOUT_ENV} allows: try again "
-                        "later or pull through a mirror (registries.conf)") from None
                 raise SquallError(
-                    f"registry unreachable: {self.registry} ({why}) after {self.retries} "
+                    f"registry unreachable: {self.registry} ({describe(exc)}) after "
+                    f"{self.retries} "
                     "tries: check the name, the network, and that plain HTTP registries are "
                     "named with --insecure-registry") from None
             if resp.status_code == 401:
@@ -269,9 +263,10 @@ class RegistryClient:
                               "name and tag (the registry answered 404)")
         if resp.status_code == 429:
             resp.close()
-            raise SquallError(f"rate limited by {self.registry} (HTTP 429) for {what} after "
-                              f"{self.retries} tries: try again later or pull through a "
-                              "mirror (registries.conf)")
+            wait = resp.headers.get("Retry-After", "").strip()
+            asks = f": it asks to wait {wait} s" if wait.isdigit() else ""
+            raise SquallError(f"rate limited by {self.registry} (HTTP 429) for {what}{asks}: "
+                              "try again later or pull through a mirror (registries.conf)")
         if resp.status_code >= 400:
             resp.close()
             raise SquallError(f"registry {self.registry} answered HTTP {resp.status_code} for "

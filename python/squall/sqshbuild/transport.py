@@ -4,7 +4,8 @@ read with a size cap.
 * 429 and 5xx (500, 502, 503, 504) and connection failures are retried by urllib3's
   ``Retry``: capped exponential backoff with jitter, ``Retry-After`` honoured (on 429, 503
   and 413) as long as it fits in the deadline; a server that asks for a longer wait fails at
-  once, saying how long it asked for. ``SQSHBUILD_RETRIES`` (default 5) tries at most.
+  once (its answer is returned as it is, and the error says how long it asked for).
+  ``SQSHBUILD_RETRIES`` (default 5) tries at most.
 * Every request has a total deadline, ``SQSHBUILD_TIMEOUT`` seconds (default 30), retries and
   waits included: a server that accepts the connection and never answers fails within it.
   Manifests, configs and tokens must also arrive in full within it; a blob body may take
@@ -156,8 +157,6 @@ def describe(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, requests.Timeout) or "timed out" in text.lower():
         return f"no answer within {request_timeout():g} s ({TIMEOUT_ENV})"
-    if "Retry-After" in text:
-        return text[text.index("Retry-After"):].split(")")[0].strip("'\" ")
     if "Connection refused" in text:
         return "connection refused"
     if "Name or service not known" in text or "NameResolution" in text:
