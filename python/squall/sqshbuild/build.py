@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from squall.errors import SquallError
-from squall.sqshbuild import enroot_files
+from squall.sqshbuild import enroot_files, mirrors
 from squall.sqshbuild.cache import TMP_PREFIX, ImageCache, entry_name, fsync_dir
 from squall.sqshbuild.layers import LayerCache
 from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
 from squall.sqshbuild.registry import (
     Manifest,
+    NotFound,
     RegistryClient,
     host_arch,
     insecure_registries,
@@ -104,9 +105,16 @@ def build(ref_text: str, opts: BuildOptions) -> BuildResult:
     platform = f"linux/{arch}"
     cache = ImageCache.open(opts.cache_dir)
     if src.kind == "registry":
-        client = RegistryClient(src.registry, src.repository, src.user,
-                                insecure_registries(opts.insecure))
-        resolved = _resolve_registry(src, client, cache, platform, arch, opts)
+        conf = mirrors.load()
+        candidates = mirrors.search_candidates(src, conf)  # short names: search registries
+        for i, src in enumerate(candidates):  # noqa: B007
+            client = mirrors.open_client(src, insecure_registries(opts.insecure), conf)
+            try:
+                resolved = _resolve_registry(src, client, cache, platform, arch, opts)
+                break
+            except NotFound:
+                if i + 1 == len(candidates):
+                    raise
         if isinstance(resolved, BuildResult):
             resolved.seconds = opts.elapsed()
             return resolved

@@ -149,6 +149,8 @@ class LayerCache:
                 continue
             except _Mismatch as exc:
                 partial.unlink(missing_ok=True)
+                if client.blob_failed(desc.digest):
+                    continue  # a mirror served it wrong: the next source
                 mismatches += 1
                 if mismatches >= 2:
                     raise SquallError(

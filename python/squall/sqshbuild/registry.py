@@ -62,6 +62,10 @@ class Manifest:
     raw: bytes = field(repr=False, default=b"")
 
 
+class NotFound(SquallError):
+    """The registry answered 404 for the image, tag or blob."""
+
+
 def is_loopback(registry: str) -> bool:
     host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
     host = host.strip("[]")
@@ -259,7 +263,7 @@ class RegistryClient:
         if resp.status_code in (401, 403):
             raise self._refused(f"HTTP {resp.status_code} for {what}")
         if resp.status_code == 404:
-            raise SquallError(f"image or tag not found: {self.name} has no {what}; check the "
+            raise NotFound(f"image or tag not found: {self.name} has no {what}; check the "
                               "name and tag (the registry answered 404)")
         if resp.status_code == 429:
             resp.close()
@@ -333,6 +337,12 @@ class RegistryClient:
             raise SquallError(f"digest mismatch: blob {digest} from {self.name} hashes to "
                               f"{_sha256(data)}; the registry served corrupt or tampered content")
         return data
+
+
+    def blob_failed(self, digest: str) -> bool:
+        """The blob served for ``digest`` was wrong; True if another source may serve it
+        (:class:`squall.sqshbuild.mirrors.MirroredClient`)."""
+        return False
 
 
 def select_platform(index: dict[str, Any], arch: str, name: str, reference: str) -> tuple[str, str]:
