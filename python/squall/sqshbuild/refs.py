@@ -103,7 +103,7 @@ def parse_source(text: str) -> Source:
     if ref.kind == "file":
         raise SquallError(f"{text!r} is a squashfs file path, not an image to build: "
                           "pass it to the plugin as it is, or build from a registry reference")
-    registry, repository = normalise_registry(ref.registry or "", ref.repository)
+    registry, repository = normalise_registry(ref.registry or "", ref.repository or "")
     tag = ref.tag or ("" if ref.digest else "latest")
     return Source(kind="registry", text=text, registry=registry, repository=repository,
                   tag=tag, digest=ref.digest or "", user=ref.user or "")
