@@ -17,15 +17,18 @@ read with a size cap.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError
-from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
+
+if TYPE_CHECKING:
+    from urllib3.response import BaseHTTPResponse
 
 from squall.errors import SquallError
 
@@ -119,13 +122,18 @@ class DeadlineRetry(Retry):
         return new
 
 
+_RETRY_ARGS = set(inspect.signature(Retry.__init__).parameters)
+
+
 def policy(tries: int) -> DeadlineRetry:
+    extra: dict[str, float] = {}
+    if "backoff_max" in _RETRY_ARGS:  # urllib3 2 (urllib3 1.26, EL9: no jitter, 120 s cap)
+        extra = {"backoff_max": BACKOFF_MAX, "backoff_jitter": BACKOFF_JITTER}
     return DeadlineRetry(total=tries, connect=tries, read=tries, status=tries, other=0,
                          redirect=False, status_forcelist=RETRY_STATUS,
                          allowed_methods=frozenset({"GET", "HEAD"}),
-                         backoff_factor=BACKOFF_FACTOR, backoff_max=BACKOFF_MAX,
-                         backoff_jitter=BACKOFF_JITTER, respect_retry_after_header=True,
-                         raise_on_status=False, raise_on_redirect=False)
+                         backoff_factor=BACKOFF_FACTOR, respect_retry_after_header=True,
+                         raise_on_status=False, raise_on_redirect=False, **extra)
 
 
 class DeadlineAdapter(HTTPAdapter):
