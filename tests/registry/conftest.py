@@ -75,7 +75,8 @@ class Registry:
 
 
 def start_registry(tmp: Path, auth: dict | None = None, pusher_auth=None,
-                   token_url: str | None = None) -> Registry:
+                   token_url: str | None = None, proxy: str | None = None) -> Registry:
+    """A docker-registry on loopback; with ``proxy``, a pull-through cache of that URL."""
     if not os.path.exists(REGISTRY_BIN):
         _missing("docker-registry")
     port = free_port()
@@ -89,6 +90,8 @@ def start_registry(tmp: Path, auth: dict | None = None, pusher_auth=None,
     }
     if auth:
         cfg["auth"] = auth
+    if proxy:
+        cfg["proxy"] = {"remoteurl": proxy}
     cfg_path = tmp / "config.yml"
     cfg_path.write_text(json.dumps(cfg))  # JSON is YAML
     log = tmp / "registry.log"

@@ -18,7 +18,7 @@ from typing import Any
 
 from squall.cliutil import log
 from squall.errors import SquallError
-from squall.sqshbuild import enroot_files
+from squall.sqshbuild import enroot_files, mirrors
 from squall.sqshbuild.cache import (
     FILE_MODE,
     TMP_PREFIX,
@@ -36,6 +36,7 @@ from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
 from squall.sqshbuild.registry import (
     Manifest,
+    NotFound,
     RegistryClient,
     host_arch,
     insecure_registries,
@@ -178,9 +179,16 @@ def build(ref_text: str, opts: BuildOptions) -> BuildResult:
             if caches.write.writable:
                 remove_dead_temps(caches.write.root, f"{TMP_PREFIX}*")
             if src.kind == "registry":
-                client = RegistryClient(src.registry, src.repository, src.user,
-                                        insecure_registries(opts.insecure))
-                resolved = _resolve_registry(src, client, caches, platform, arch, opts)
+                conf = mirrors.load()
+                candidates = mirrors.search_candidates(src, conf)  # short names: search
+                for i, src in enumerate(candidates):  # noqa: B007
+                    client = mirrors.open_client(src, insecure_registries(opts.insecure), conf)
+                    try:
+                        resolved = _resolve_registry(src, client, caches, platform, arch, opts)
+                        break
+                    except NotFound:
+                        if i + 1 == len(candidates):
+                            raise
                 if isinstance(resolved, BuildResult):
                     resolved.seconds = opts.elapsed()
                     return resolved

@@ -149,11 +149,13 @@ class LayerCache:
                 continue
             except _Mismatch as exc:
                 partial.unlink(missing_ok=True)
+                if client.blob_failed(desc.digest):
+                    continue  # a mirror served it wrong: the next source
                 mismatches += 1
                 if mismatches >= 2:
                     raise SquallError(
                         f"digest mismatch for layer {desc.digest} from {client.name}: the data "
-                        f"hashes to {exc}; the registry served corrupt or tampered content, "
+                        f"{exc}; the registry served corrupt or tampered content, "
                         "nothing was published") from None
                 continue
             return
@@ -183,7 +185,8 @@ class LayerCache:
                             have += len(chunk)
                     if desc.size and have > desc.size:
                         partial.unlink()
-                        raise _Mismatch("more bytes than the manifest says")
+                        raise _Mismatch(f"is longer than the {desc.size} bytes the manifest "
+                                        "gives")
                 resp = None
                 if not (desc.size and have == desc.size):
                     resp = client.open_blob(desc.digest, have)
@@ -198,6 +201,10 @@ class LayerCache:
                     if resp is not None:
                         try:
                             for chunk in resp.iter_content(CHUNK):
+                                have += len(chunk)
+                                if desc.size and have > desc.size:  # stop at once
+                                    raise _Mismatch(f"is longer than the {desc.size} bytes "
+                                                    "the manifest gives")
                                 out.write(chunk)
                                 if decoder is None:
                                     decoder = Decoder(chunk, tar_out, desc.digest)
@@ -211,7 +218,7 @@ class LayerCache:
                             resp.close()
                 got = "sha256:" + hasher.hexdigest()
                 if got != desc.digest:
-                    raise _Mismatch(got)
+                    raise _Mismatch(f"hashes to {got}")
                 if decoder is None:
                     raise SquallError(f"layer {desc.digest} of {client.name} is empty: "
                                       "re-push the image")

@@ -20,6 +20,18 @@ import requests
 
 from squall.errors import SquallError
 from squall.sqshbuild.auth import Challenge, Credentials, find_credentials, parse_challenge
+from squall.sqshbuild.credentials import remember_secret
+from squall.sqshbuild.transport import (
+    CONFIG_CAP,
+    MANIFEST_CAP,
+    TOKEN_CAP,
+    deadline,
+    describe,
+    http_timeout,
+    new_session,
+    read_capped,
+)
+from squall.sqshbuild.transport import retries as transport_retries
 
 MT_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 MT_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -29,7 +41,6 @@ MANIFEST_ACCEPT = ", ".join([MT_OCI_INDEX, MT_OCI_MANIFEST, MT_DOCKER_LIST, MT_D
 INDEX_TYPES = {MT_DOCKER_LIST, MT_OCI_INDEX}
 MANIFEST_TYPES = {MT_DOCKER_MANIFEST, MT_OCI_MANIFEST}
 INSECURE_ENV = "SQSHBUILD_INSECURE_REGISTRIES"
-TIMEOUT = (10, 60)
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,10 @@ class Manifest:
     layers: list[Descriptor]
     platform: str
     raw: bytes = field(repr=False, default=b"")
+
+
+class NotFound(SquallError):
+    """The registry answered 404 for the image, tag or blob."""
 
 
 def is_loopback(registry: str) -> bool:
@@ -89,15 +104,19 @@ class RegistryClient:
     """One repository on one registry, shared by the download threads."""
 
     def __init__(self, registry: str, repository: str, user: str = "",
-                 insecure: set[str] | None = None, retries: int = 4) -> None:
+                 insecure: set[str] | None = None, retries: int | None = None) -> None:
         self.registry = registry
         self.repository = repository
         self.user = user
         plain = is_loopback(registry) or registry in (insecure or set())
         self.base = f"{'http' if plain else 'https'}://{registry}/v2/{repository}"
-        self.retries = retries
-        self._creds: Credentials | None = find_credentials(registry, user)
+        self.retries = retries or transport_retries()
+        # looked up when the registry first asks (a password command runs only then)
+        self._creds: Credentials | None = find_credentials(registry, user) if user else None
+        self._creds_looked = bool(user)
         self._auth_header: str | None = None
+        self._auth_expires = float("inf")  # a Bearer token is reused until then
+        self._challenge: Challenge | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
         if user and self._creds is None:
@@ -110,8 +129,7 @@ class RegistryClient:
     def session(self) -> requests.Session:
         s = getattr(self._local, "session", None)
         if s is None:
-            s = requests.Session()
-            s.headers["User-Agent"] = "squall-sqshbuild/0.1"
+            s = new_session()
             self._local.session = s
         return s
 
@@ -120,6 +138,22 @@ class RegistryClient:
         return f"{self.registry}/{self.repository}"
 
     # -- auth -----------------------------------------------------------------------------
+    def credentials(self) -> Credentials | None:
+        if not self._creds_looked:
+            self._creds = find_credentials(self.registry, self.user)
+            self._creds_looked = True
+        return self._creds
+
+    def _current_auth(self) -> str | None:
+        """The Authorization header to send; a Bearer token past its lifetime is renewed
+        first (tokens are otherwise reused for every request of the build)."""
+        with self._lock:
+            if (self._auth_header is not None and self._challenge is not None
+                    and time.monotonic() >= self._auth_expires):
+                self._auth_header = None
+                self._set_bearer(self._challenge, None)
+            return self._auth_header
+
     def _authenticate(self, challenge_header: str, used: str | None) -> None:
         with self._lock:
             if self._auth_header is not None and self._auth_header != used:
@@ -127,49 +161,71 @@ class RegistryClient:
             challenge = parse_challenge(challenge_header)
             if challenge is None:
                 raise self._refused("the registry asked for authentication without a challenge")
+            creds = self.credentials()
             if challenge.scheme == "basic":
-                if self._creds is None:
+                if creds is None:
                     raise self._refused("it requires a user name and password")
-                if used is not None and used == self._creds.basic_header():
-                    raise self._refused(f"it refused the credentials from {self._creds.origin}")
-                self._auth_header = self._creds.basic_header()
+                if used is not None and used == creds.basic_header():
+                    raise self._refused(f"it refused the credentials from {creds.origin}")
+                self._auth_header = creds.basic_header()
                 return
             if challenge.scheme == "bearer":
-                self._auth_header = "Bearer " + self._fetch_token(challenge, used)
+                self._set_bearer(challenge, used)
                 return
             raise self._refused(f"it asks for unsupported authentication {challenge.scheme!r}")
 
-    def _fetch_token(self, challenge: Challenge, used: str | None) -> str:
+    def _set_bearer(self, challenge: Challenge, used: str | None) -> None:
+        started = time.monotonic()
+        token, lifetime = self._fetch_token(challenge, used)
+        self._auth_header = "Bearer " + token
+        self._challenge = challenge
+        # renew a little early; the distribution spec's default lifetime is 60 s
+        self._auth_expires = started + max(1.0, lifetime - min(10.0, lifetime / 5))
+
+    def _fetch_token(self, challenge: Challenge, used: str | None) -> tuple[str, float]:
         realm = challenge.params.get("realm")
         if not realm:
             raise self._refused("its Bearer challenge names no realm")
         params = {"scope": challenge.params.get("scope") or f"repository:{self.repository}:pull"}
         if challenge.params.get("service"):
             params["service"] = challenge.params["service"]
+        creds = self.credentials()
         headers = {}
-        if self._creds is not None:
-            headers["Authorization"] = self._creds.basic_header()
         try:
-            resp = self.session.get(realm, params=params, headers=headers, timeout=TIMEOUT)
+            if creds is not None and creds.identity_token:
+                # OAuth2 refresh token (docker login with an identity token, ACR's helper)
+                form = dict(params, grant_type="refresh_token", client_id="squall-sqshbuild",
+                            refresh_token=creds.password)
+                resp = self.session.post(realm, data=form, timeout=http_timeout())
+            else:
+                if creds is not None:
+                    headers["Authorization"] = creds.basic_header()
+                resp = self.session.get(realm, params=params, headers=headers,
+                                        timeout=http_timeout(), stream=True)
+            body = read_capped(resp, TOKEN_CAP, f"the token from {realm}", deadline())
         except requests.RequestException as exc:
             raise SquallError(f"registry unreachable: cannot get a token from {realm} "
-                              f"({type(exc).__name__}): check the network") from None
+                              f"({describe(exc)}): check the network") from None
         if resp.status_code in (401, 403):
-            who = (f"the credentials from {self._creds.origin}" if self._creds
-                   else "anonymous access")
+            who = (f"the credentials from {creds.origin}" if creds else "anonymous access")
             raise self._refused(f"its token server {realm} refused {who}")
         if resp.status_code != 200:
             raise self._refused(f"its token server {realm} answered HTTP {resp.status_code}")
+        token: object = None
+        lifetime = 60.0
         try:
-            body = resp.json()
-            token = body.get("token") or body.get("access_token")
-        except ValueError:
+            doc = json.loads(body)
+            token = doc.get("token") or doc.get("access_token")
+            if isinstance(doc.get("expires_in"), int | float) and doc["expires_in"] > 0:
+                lifetime = float(doc["expires_in"])
+        except (ValueError, AttributeError):
             token = None
-        if not token:
+        if not token or not isinstance(token, str):
             raise self._refused(f"its token server {realm} returned no token")
+        remember_secret(token)
         if used is not None and used == f"Bearer {token}":
             raise self._refused("it refused a fresh token")
-        return str(token)
+        return token, lifetime
 
     def _refused(self, why: str) -> SquallError:
         hint = ("check the user and password in ~/.config/enroot/.credentials or "
@@ -179,47 +235,44 @@ class RegistryClient:
     # -- requests -------------------------------------------------------------------------
     def request(self, method: str, url: str, headers: dict[str, str] | None = None,
                 stream: bool = False, what: str = "") -> requests.Response:
-        """A request with auth, retries with backoff on connection errors and 5xx."""
+        """A request with auth; urllib3 retries connection failures, 429 and 5xx under the
+        request's deadline (:mod:`squall.sqshbuild.transport`)."""
         headers = dict(headers or {})
-        attempts_401 = 0
-        delay = 0.5
-        for attempt in range(self.retries):
-            used = self._auth_header
+        for _ in range(3):
+            used = self._current_auth()
             if used:
                 headers["Authorization"] = used
             try:
                 resp = self.session.request(method, url, headers=headers, stream=stream,
-                                            timeout=TIMEOUT, allow_redirects=True)
+                                            timeout=http_timeout(), allow_redirects=True)
             except requests.RequestException as exc:
-                if attempt + 1 >= self.retries:
-                    raise SquallError(
-                        f"registry unreachable: {self.registry} ({type(exc).__name__}) after "
-                        f"{self.retries} tries: check the name, the network, and that plain "
-                        f"HTTP registries are named with --insecure-registry") from None
-                time.sleep(delay)
-                delay *= 2
-                continue
-            if resp.status_code == 401 and attempts_401 < 2:
-                attempts_401 += 1
+                raise SquallError(
+                    f"registry unreachable: {self.registry} ({describe(exc)}) after "
+                    f"{self.retries} "
+                    "tries: check the name, the network, and that plain HTTP registries are "
+                    "named with --insecure-registry") from None
+            if resp.status_code == 401:
                 challenge = resp.headers.get("WWW-Authenticate", "")
                 resp.close()
                 self._authenticate(challenge, used)
                 continue
-            if resp.status_code >= 500 and attempt + 1 < self.retries:
-                resp.close()
-                time.sleep(delay)
-                delay *= 2
-                continue
             return resp
-        raise SquallError(f"registry {self.registry} kept failing for {what or url}: try again")
+        raise self._refused(f"it kept asking for authentication for {what or url}")
 
     def _check(self, resp: requests.Response, what: str) -> None:
         if resp.status_code in (401, 403):
             raise self._refused(f"HTTP {resp.status_code} for {what}")
         if resp.status_code == 404:
-            raise SquallError(f"image or tag not found: {self.name} has no {what}; check the "
+            raise NotFound(f"image or tag not found: {self.name} has no {what}; check the "
                               "name and tag (the registry answered 404)")
+        if resp.status_code == 429:
+            resp.close()
+            wait = resp.headers.get("Retry-After", "").strip()
+            asks = f": it asks to wait {wait} s" if wait.isdigit() else ""
+            raise SquallError(f"rate limited by {self.registry} (HTTP 429) for {what}{asks}: "
+                              "try again later or pull through a mirror (registries.conf)")
         if resp.status_code >= 400:
+            resp.close()
             raise SquallError(f"registry {self.registry} answered HTTP {resp.status_code} for "
                               f"{what}: try again later or check the reference")
 
@@ -227,10 +280,11 @@ class RegistryClient:
     def get_manifest(self, reference: str) -> tuple[bytes, str, str]:
         """(body, media type, digest) of a manifest or index by tag or digest."""
         what = f"manifest {reference}"
+        until = deadline()
         resp = self.request("GET", f"{self.base}/manifests/{reference}",
-                            headers={"Accept": MANIFEST_ACCEPT}, what=what)
+                            headers={"Accept": MANIFEST_ACCEPT}, stream=True, what=what)
         self._check(resp, what)
-        body = resp.content
+        body = read_capped(resp, MANIFEST_CAP, f"{self.name} {what}", until)
         digest = _sha256(body)
         if reference.startswith("sha256:") and digest != reference:
             raise SquallError(f"digest mismatch: manifest {reference} from {self.name} hashes "
@@ -274,13 +328,21 @@ class RegistryClient:
         self._check(resp, what)
         return resp
 
-    def get_blob(self, digest: str) -> bytes:
+    def get_blob(self, digest: str, cap: int = CONFIG_CAP) -> bytes:
+        """A small blob (an image config), read whole: at most ``cap`` bytes."""
+        until = deadline()
         resp = self.open_blob(digest)
-        data = resp.content
+        data = read_capped(resp, cap, f"blob {digest} of {self.name}", until)
         if _sha256(data) != digest:
             raise SquallError(f"digest mismatch: blob {digest} from {self.name} hashes to "
                               f"{_sha256(data)}; the registry served corrupt or tampered content")
         return data
+
+
+    def blob_failed(self, digest: str) -> bool:
+        """The blob served for ``digest`` was wrong; True if another source may serve it
+        (:class:`squall.sqshbuild.mirrors.MirroredClient`)."""
+        return False
 
 
 def select_platform(index: dict[str, Any], arch: str, name: str, reference: str) -> tuple[str, str]:
