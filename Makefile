@@ -17,7 +17,7 @@ test-release: core
 MYPY_CLEAN := python/squall/__init__.py python/squall/errors.py python/squall/cliutil.py \
 	python/squall/core.py python/squall/cli.py python/squall/efa spank/core/cffi_build.py
 
-.PHONY: dist dist-check packages test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
+.PHONY: fuzz asan dist dist-check packages test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
 
 help:
 	@echo "make demo          build an image, write the job, run it on two nodes, kill one, watch it resume"
@@ -36,6 +36,12 @@ core: deps
 
 plugin:
 	$(MAKE) -C spank
+
+# libFuzzer targets for every C core parser (spank/fuzz/, clang), each run FUZZ_SECONDS
+# seconds from its seed corpus; fails on any crash, leak or sanitizer report.
+FUZZ_SECONDS ?= 10
+fuzz:
+	$(MAKE) -C spank/fuzz run FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 lint: core
 	$(PYTHON) -m ruff check python tests bench
