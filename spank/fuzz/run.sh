@@ -11,8 +11,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for t in "$@"; do
 	work=build/corpus/$t
 	art=build/artifacts/$t
-	log=build/logs/$t.log
-	mkdir -p "$work" "$art" build/logs
+	logs=${FUZZ_LOGDIR:-build/logs}
+	log=$logs/$t.log
+	mkdir -p "$work" "$art" "$logs"
 	dict=()
 	[ -f "dict/$t.dict" ] && dict=(-dict="dict/$t.dict")
 	# shellcheck disable=SC2086
