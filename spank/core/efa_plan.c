@@ -145,10 +145,11 @@ static int plan_image(const struct sq_efa_node *node, const struct sq_efa_image 
 			return sq_errf(err, errlen, "--container-efa=require: no %s in the image "
 				       "nor under %s/%s on the host: install it in the image (EFA "
 				       "installer with --skip-kmod) or on the node", what,
-				       opt[0] ? opt : "/opt/amazon", where);
+				       opt[0] ? sq_show(opt, shown, sizeof(shown)) : "/opt/amazon",
+				       where);
 		sq_buf_addf(warn, "squall: warning: this node has EFA but no %s in the image "
 			    "nor under %s/%s on the host: NCCL will use TCP sockets\n", what,
-			    opt[0] ? opt : "/opt/amazon", where);
+			    opt[0] ? sq_show(opt, shown, sizeof(shown)) : "/opt/amazon", where);
 		return 1;
 	}
 	if ((inject_fab || inject_ofi) && !safe_path(opt))

@@ -252,7 +252,8 @@ static int overlay_into(struct vec *a, const char *block, size_t len, const char
 		if (eq == NULL)
 			continue;    /* not KEY=VALUE */
 		klen = (size_t)(eq - entry);
-		if (!sq_is_identifier(entry, klen) || strncmp(entry, "ENROOT_", 7) == 0 ||
+		/* the block need not end in NUL: never compare past klen */
+		if (!sq_is_identifier(entry, klen) || (klen >= 7 && memcmp(entry, "ENROOT_", 7) == 0) ||
 		    task_specific_n(entry, klen))
 			continue;
 		if ((in_keep(keep, entry, klen) || matches(entry, klen, no_prefix, step_prefix)) &&

@@ -57,7 +57,10 @@ static int has_upper(const char *s)
 	return 0;
 }
 
-static int check_repository(const char *text, const char *repo, char *err, size_t errlen)
+/* extra: bytes the canonical form adds in front (Docker Hub's "library/"), so that the
+ * limit holds for the repository as sent and the canonical form parses back. */
+static int check_repository(const char *text, const char *repo, size_t extra, char *err,
+			    size_t errlen)
 {
 	char show[SQ_SHOW_MAX], rshow[SQ_SHOW_MAX];
 	const char *p = repo, *slash;
@@ -67,9 +70,9 @@ static int check_repository(const char *text, const char *repo, char *err, size_
 	if (*repo == '\0')
 		return sq_errf(err, errlen, WHAT ": '%s': empty image name (give e.g. ubuntu:24.04 "
 			       "or nvcr.io#nvidia/pytorch:24.05-py3)", show);
-	if (strlen(repo) > 255)
+	if (strlen(repo) + extra > 255)
 		return sq_errf(err, errlen, WHAT ": '%s': repository name is %zu bytes long, the "
-			       "limit is 255 (check the image name)", show, strlen(repo));
+			       "limit is 255 (check the image name)", show, strlen(repo) + extra);
 	if (has_upper(repo))
 		return sq_errf(err, errlen, WHAT ": '%s': repository '%s' must be lower-case "
 			       "(image names are lower-case, e.g. ubuntu:24.04)", show, rshow);
@@ -319,10 +322,11 @@ static int parse_remote(const char *text, char *work, int dockerd, struct sq_ima
 	}
 	if (registry != NULL && check_registry(text, registry, err, errlen) != 0)
 		return -1;
-	if (check_repository(text, image, err, errlen) != 0)
+	hub = !dockerd && (registry == NULL || is_hub(registry));
+	if (check_repository(text, image, hub && strchr(image, '/') == NULL ? 8 : 0, err,
+			     errlen) != 0)
 		return -1;
 
-	hub = !dockerd && (registry == NULL || is_hub(registry));
 	out->kind = dockerd ? SQ_IMAGE_DOCKERD : SQ_IMAGE_REGISTRY;
 	out->user = dup_or_null(user);
 	out->registry = hub ? strdup(SQ_DOCKER_HUB) : dup_or_null(registry);

@@ -1,4 +1,5 @@
 /* nodecache.c: see nodecache.h. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,13 @@ int sq_cache_evict_plan(const struct sq_cache_entry *entries, size_t n,
 	int marked = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		mark[i] = !entries[i].in_use && now - entries[i].last_use > max_age_s;
+		/* last_use is a file's mtime, which its owner can set to anything: compute
+		 * the age without overflow (a time in the future is age 0) */
+		long long age;
+
+		if (__builtin_sub_overflow(now, entries[i].last_use, &age))
+			age = entries[i].last_use > now ? 0 : LLONG_MAX;
+		mark[i] = !entries[i].in_use && age > max_age_s;
 		marked += mark[i];
 		if (!mark[i])
 			total += entries[i].bytes;

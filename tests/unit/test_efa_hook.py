@@ -30,7 +30,9 @@ def hook(tmp_path_factory) -> Path:
     """The hook built from the sources, as spank/Makefile builds it (core objects linked)."""
     _need("gcc")
     out = tmp_path_factory.mktemp("hook") / "squall-efa-hook"
+    # make asan sets SQUALL_TEST_CFLAGS: the hook is built with the sanitizers too
     cmd = ["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", f"-I{CORE}",
+           *os.environ.get("SQUALL_TEST_CFLAGS", "").split(),
            "-o", str(out), str(ROOT / "spank/hooks/squall-efa-hook.c"),
            *sorted(str(p) for p in CORE.glob("efa_*.c")), str(CORE / "strbuf.c")]
     subprocess.run(cmd, check=True)

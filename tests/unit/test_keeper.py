@@ -30,7 +30,9 @@ def keeper(tmp_path_factory) -> Path:
     extracted.c)."""
     out = tmp_path_factory.mktemp("keeper") / "squall-keeper"
     core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
+    # make asan sets SQUALL_TEST_CFLAGS: the keeper is built with the sanitizers too
     subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2",
+                    *os.environ.get("SQUALL_TEST_CFLAGS", "").split(),
                     f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o", str(out),
                     str(ROOT / "spank/hooks/squall-keeper.c"),
                     str(ROOT / "spank/plugin/pidfd.c"), str(ROOT / "spank/plugin/extracted.c"),

@@ -26,6 +26,7 @@ import errno
 import os
 import posixpath
 import shutil
+import stat
 import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -124,11 +125,18 @@ class _State:
     opaque: set[str] = field(default_factory=set)
     implicit_dirs: set[str] = field(default_factory=set)  # parents of kept entries
     origin: dict[str, str] = field(default_factory=dict)  # kept regular file -> its layer
+    # What the image holds (kept entries only): symlinks with their targets, other
+    # non-directories, and directories (made, or parents of kept entries). Paths are
+    # resolved against this tree, never the host's (the working directory).
+    links: dict[str, str] = field(default_factory=dict)
+    nondirs: set[str] = field(default_factory=set)
+    dirs: set[str] = field(default_factory=set)
     open_files: list[BinaryIO] = field(default_factory=list)  # layer files, closed at the end
 
 
-# A hard link kept for the end, with its target's header and data as its own layer had them.
-_Deferred = tuple[Entry, "tuple[tarfile.TarInfo, Span | None] | None"]
+# A hard link kept for the end, with its target's header and data as its own layer had them,
+# and its layer (reopened when a streamed layer's target was replaced above).
+_Deferred = tuple[Entry, "tuple[tarfile.TarInfo, Span | None] | None", Layer]
 
 
 def _hidden(state: _State, path: str) -> bool:
@@ -160,6 +168,7 @@ def merge_layers(
     for path, (data, mode) in (synthetic or {}).items():
         sink.add_synthetic(path, data, mode)
         state.present[path] = False
+        _keep(state, path, None)
         state.implicit_dirs.update(_ancestors(path))
         kept += 1
     deferred_links: list[_Deferred] = []
@@ -175,30 +184,126 @@ def merge_layers(
         if ".." in parts:
             raise SquallError(f"the image's working directory {path!r} has a '..' component: "
                               "fix WORKDIR in the image")
-        norm = "/".join(parts)
-        if norm and norm not in state.present:
+        norm = resolve_in_image(state, "/".join(parts), path)
+        if norm and norm not in state.dirs:
             sink.ensure_dir(norm)
+            state.dirs.add(norm)
+            state.dirs.update(_ancestors(norm))
     sink.close()
     return kept
 
 
+def _keep(state: _State, path: str, info: tarfile.TarInfo | None) -> None:
+    """Record a kept entry (``info`` None: a synthetic file) in the image's tree."""
+    if info is not None and info.type == tarfile.DIRTYPE:
+        state.dirs.add(path)
+    elif info is not None and info.type == tarfile.SYMTYPE:
+        state.links[path] = info.linkname
+    else:
+        state.nondirs.add(path)
+    for parent in _ancestors(path):
+        if parent in state.dirs:
+            break
+        state.dirs.add(parent)
+
+
+MAX_SYMLINKS = 40  # as the kernel's ELOOP limit
+
+
+def resolve_in_image(state: _State, path: str, shown: str) -> str:
+    """``path`` (relative to the root, no ``..``) with every symlink of the image resolved
+    against the image's own root, as a lookup inside the container would: an absolute
+    target starts again at the image root and ``..`` stops there, so the result never
+    leaves the image. Refused: a component that is a file, or a symlink loop."""
+    todo = [p for p in path.split("/") if p not in ("", ".")]
+    todo.reverse()
+    out: list[str] = []
+    hops = 0
+    while todo:
+        part = todo.pop()
+        if part == "..":
+            if out:
+                out.pop()
+            continue
+        cur = "/".join([*out, part])
+        target = state.links.get(cur)
+        if target is not None:
+            hops += 1
+            if hops > MAX_SYMLINKS:
+                raise SquallError(f"the image's working directory {shown!r} passes through a "
+                                  f"symlink loop at {cur!r}: fix WORKDIR or the link in the "
+                                  "image")
+            if target.startswith("/"):
+                out = []
+            todo.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
+            continue
+        if cur in state.nondirs:
+            raise SquallError(f"the image's working directory {shown!r} passes through "
+                              f"{cur!r}, which is a file in the image, not a directory: fix "
+                              "WORKDIR in the image")
+        out.append(part)
+    return "/".join(out)
+
+
 def _write_links(deferred_links: list[_Deferred], state: _State, sink: Sink) -> None:
-    for entry, saved in deferred_links:
+    # A link whose target was deleted or replaced above keeps its own layer's content, as
+    # overlay keeps the inode (umoci's result): the first such link of a target becomes a
+    # file of its own, the others link to it.
+    copies: dict[tuple[str, str], str] = {}
+    reread: dict[str, tuple[Layer, list[tuple[Entry, tarfile.TarInfo]]]] = {}
+    followers: list[Entry] = []  # links to those copies, written after them
+    for entry, saved, layer in deferred_links:
         target = normalise_name(entry.info.linkname, entry.layer) or ""
+        first = copies.get((entry.layer, target))
         if state.origin.get(target) == entry.layer:
             sink.add(entry, None)  # the target in the image is the one this layer linked
-        elif saved is not None and saved[1] is not None:
-            # The target was deleted or replaced above: the link keeps its own layer's
-            # content, as overlay keeps the inode; it becomes a file of its own.
+        elif first is not None:
+            info = copy.copy(entry.info)
+            info.linkname = first
+            followers.append(Entry(entry.path, info, entry.layer))
+        elif saved is not None:
+            copies[(entry.layer, target)] = entry.path
             info = copy.copy(saved[0])
             info.name = entry.path
-            sink.add(Entry(entry.path, info, entry.layer), None, saved[1])
+            if saved[1] is not None:
+                sink.add(Entry(entry.path, info, entry.layer), None, saved[1])
+            else:  # a streamed layer: its data is read again below
+                reread.setdefault(entry.layer, (layer, []))[1].append(
+                    (Entry(entry.path, info, entry.layer), saved[0]))
         elif target in state.origin:
-            sink.add(entry, None)  # streamed layer: link to the file the image has
+            sink.add(entry, None)  # a target from a lower layer, still in the image
         else:
             raise SquallError(
                 f"layer {entry.layer} has a hard link {entry.path!r} to {entry.info.linkname!r}, "
                 "which is not a file in the image: rebuild the image without the dangling link")
+    for layer, wanted in reread.values():
+        _copy_from_stream(layer, wanted, sink)
+    for entry in followers:
+        sink.add(entry, None)
+
+
+def _copy_from_stream(layer: Layer, wanted: list[tuple[Entry, tarfile.TarInfo]],
+                      sink: Sink) -> None:
+    """Write each entry with the data of its member (by header offset) of a streamed layer,
+    read once more from the start."""
+    by_offset: dict[int, list[Entry]] = {}
+    for entry, member in wanted:
+        by_offset.setdefault(member.offset, []).append(entry)
+    stream, members, tar = _open_layer(Layer(layer.digest, layer.open))
+    try:
+        assert tar is not None
+        for info in members:
+            for entry in by_offset.pop(info.offset, []):
+                sink.add(entry, cast("BinaryIO | None", tar.extractfile(info)), None)
+            if not by_offset:
+                break
+    except tarfile.TarError as exc:
+        raise SquallError(f"layer {layer.digest} is truncated or corrupt ({exc}): "
+                          "delete it from the layer cache and build again") from None
+    finally:
+        stream.close()
+    if by_offset:
+        raise SquallError(f"layer {layer.digest} changed while it was read: build again")
 
 
 def _dir_hides(state: _State, d: str, memo: dict[str, bool]) -> bool:
@@ -286,8 +391,9 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
             is_file = info.isfile()
             if info.type == tarfile.LNKTYPE:
                 normalise_name(info.linkname, digest)
-            elif is_file and fd >= 0:
-                files_here[path] = (info, (fd, info.offset_data))
+            elif is_file:
+                # streamed layers: no span; the layer is read again if a link needs it
+                files_here.setdefault(path, (info, (fd, info.offset_data) if fd >= 0 else None))
             here[path] = is_dir
             if parent and parent not in here_parents:
                 here_parents.add(parent)
@@ -303,9 +409,10 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 continue  # device nodes and anything else exotic are skipped
             entry = Entry(path, info, digest)
             kept += 1
+            _keep(state, path, info)
             if info.type == tarfile.LNKTYPE:
                 target = normalise_name(info.linkname, digest) or ""
-                deferred_links.append((entry, files_here.get(target)))
+                deferred_links.append((entry, files_here.get(target), layer))
                 continue
             if is_file:
                 state.origin[path] = digest
@@ -537,7 +644,19 @@ class DirSink:
         os.utime(full, (0, 0))
 
     def ensure_dir(self, path: str) -> None:
-        os.makedirs(self._full(path), mode=0o755, exist_ok=True)
+        """Make ``path`` (resolved in the image: see :func:`resolve_in_image`) one component
+        at a time, never through a symlink, so nothing is created outside the root."""
+        full = str(self.root)
+        for part in path.split("/"):
+            full = os.path.join(full, part)
+            try:
+                os.mkdir(full, 0o755)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(full).st_mode):
+                    raise SquallError(f"cannot make the working directory {path!r}: {full} "
+                                      "is not a directory") from None
+            except OSError as exc:
+                raise _os_error(exc, full) from None
 
     def close(self) -> None:
         for full, mtime, _mode in reversed(self._dir_times):

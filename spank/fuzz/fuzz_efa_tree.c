@@ -1,0 +1,173 @@
+/* fuzz_efa_tree: EFA detection and the image scan over directory trees built from the
+ * input in a private temporary directory: a sysfs tree (product_name, an infiniband
+ * device with a driver link), a dev tree, the host's /opt/amazon libraries, and an image
+ * root whose library directories may be symlinks pointing anywhere (../.., absolute):
+ * the scan must stay inside the image. Fields: product_name, device name, driver link
+ * target, libfabric file name, ofi-nccl file name, ofi-nccl content, image symlink target,
+ * environment file content, variable name. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "efa.h"
+#include "efa_internal.h"
+#include "fuzz.h"
+
+static char base[64];
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 ? 0 : 0;
+}
+
+static void rm_tree(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void mkdirs(const char *path)
+{
+	char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(buf, 0755);
+			*p = '/';
+		}
+	mkdir(buf, 0755);
+}
+
+/* A file name from fuzz bytes: no '/', not empty, not . or .., at most 100 bytes. */
+static void clean_name(char **s, const char *dflt)
+{
+	if (strlen(*s) > 100)
+		(*s)[100] = '\0';
+	for (char *p = *s; *p; p++)
+		if (*p == '/')
+			*p = '_';
+	if (!**s || !strcmp(*s, ".") || !strcmp(*s, "..")) {
+		free(*s);
+		*s = strdup(dflt);
+		if (*s == NULL)
+			abort();
+	}
+}
+
+static void write_file(const char *dir, const char *name, const char *content, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "we");
+	if (f == NULL)
+		return;
+	fwrite(content, 1, len, f);
+	fclose(f);
+}
+
+static void rm_base(void)
+{
+	rm_tree(base);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	snprintf(base, sizeof(base), "/tmp/squall-fuzz-efa-XXXXXX");
+	if (mkdtemp(base) == NULL)
+		abort();
+	atexit(rm_base);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fz_fields ff;
+	struct sq_efa_roots roots;
+	struct sq_efa_node node;
+	struct sq_efa_image image;
+	char root[128], sys[160], dev[160], opt[160], img[160], p[4096], err[512], out[256];
+	int fd;
+
+	fz_split(data, size, 9, &ff);
+	if (ff.len[5] > 4096 || ff.len[7] > 4096)
+		goto done;
+	clean_name(&ff.f[1], "efa0");
+	clean_name(&ff.f[3], "libfabric.so.1");
+	clean_name(&ff.f[4], "libnccl-net-ofi.so");
+	snprintf(root, sizeof(root), "%s/t", base);
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	snprintf(dev, sizeof(dev), "%s/dev", root);
+	snprintf(opt, sizeof(opt), "%s/opt", root);
+	snprintf(img, sizeof(img), "%s/img", root);
+
+	snprintf(p, sizeof(p), "%s/devices/virtual/dmi/id", sys);
+	mkdirs(p);
+	write_file(p, "product_name", ff.f[0], ff.len[0]);
+	snprintf(p, sizeof(p), "%s/class/infiniband/%s/device", sys, ff.f[1]);
+	mkdirs(p);
+	snprintf(p, sizeof(p), "%s/class/infiniband/%s/device/driver", sys, ff.f[1]);
+	if (ff.len[2] && ff.len[2] < 1024)
+		(void)symlink(ff.f[2], p);
+	snprintf(p, sizeof(p), "%s/infiniband", dev);
+	mkdirs(p);
+	write_file(p, "uverbs0", "", 0);
+	snprintf(p, sizeof(p), "%s/efa/lib", opt);
+	mkdirs(p);
+	write_file(p, ff.f[3], "", 0);
+	snprintf(p, sizeof(p), "%s/ofi-nccl/lib", opt);
+	mkdirs(p);
+	write_file(p, ff.f[4], ff.f[5], ff.len[5]);
+
+	/* the image: libraries in usr/lib, usr/lib64 a symlink to the fuzzed target */
+	snprintf(p, sizeof(p), "%s/usr/lib", img);
+	mkdirs(p);
+	write_file(p, ff.f[3], "", 0);
+	snprintf(p, sizeof(p), "%s/opt/aws-ofi-nccl/lib", img);
+	mkdirs(p);
+	write_file(p, ff.f[4], ff.f[5], ff.len[5]);
+	snprintf(p, sizeof(p), "%s/etc", img);
+	mkdirs(p);
+	write_file(p, "environment", ff.f[7], ff.len[7]);
+	if (ff.len[6] && ff.len[6] < 1024) {
+		snprintf(p, sizeof(p), "%s/usr/lib64", img);
+		(void)symlink(ff.f[6], p);
+		snprintf(p, sizeof(p), "%s/opt/amazon", img);
+		(void)symlink(ff.f[6], p);
+	}
+
+	roots.sysfs = sys;
+	roots.dev = dev;
+	roots.opt = opt;
+	if (sq_efa_detect(&roots, &node, err, sizeof(err)) == 0) {
+		struct sq_efa_request req = { 0, NULL, NULL, NULL };
+		struct sq_efa_plan plan;
+
+		if (sq_efa_image_scan(img, &image, err, sizeof(err)) == 0 &&
+		    sq_efa_plan(&node, &image, &req, &plan, err, sizeof(err)) == 0)
+			sq_efa_plan_free(&plan);
+		/* a library found in the image is named by its path inside the image */
+		if (image.libfabric.dir[0] && strncmp(image.libfabric.dir, base, strlen(base)) == 0)
+			abort();
+	}
+	fd = open(img, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)sq_efa_env_file_get(fd, "/etc/environment", ff.f[8], out, sizeof(out));
+		(void)sq_efa_env_file_get(fd, "etc/environment", ff.f[8], out, 4);
+		close(fd);
+	}
+done:
+	rm_tree(root);
+	fz_free(&ff);
+	return 0;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Run each libFuzzer target FUZZ_SECONDS seconds from its seed corpus and dictionary.
+# Prints libFuzzer's final "Done N runs" line per target; exits 1 when any target found a
+# crash, a leak or a sanitizer report (its input is left in build/artifacts/TARGET/).
+set -uo pipefail
+cd "$(dirname "$0")"
+secs=${FUZZ_SECONDS:-10}
+fail=0
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+for t in "$@"; do
+	work=build/corpus/$t
+	art=build/artifacts/$t
+	logs=${FUZZ_LOGDIR:-build/logs}
+	log=$logs/$t.log
+	mkdir -p "$work" "$art" "$logs"
+	dict=()
+	[ -f "dict/$t.dict" ] && dict=(-dict="dict/$t.dict")
+	# shellcheck disable=SC2086
+	build/$t -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+		-artifact_prefix="$art/" "${dict[@]}" ${FUZZ_FLAGS:-} \
+		"$work" "corpus/$t" >"$log" 2>&1
+	rc=$?
+	done_line=$(grep -E '^Done [0-9]+ runs' "$log" | tail -1)
+	cov=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED).*cov:' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+')
+	if [ $rc -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
+		echo "fuzz: $t FAILED (rc $rc); log $PWD/$log:" >&2
+		grep -E 'ERROR|runtime error|SUMMARY|artifact' "$log" | head -20 >&2
+		fail=1
+	else
+		echo "fuzz: $t: $done_line ($cov)"
+	fi
+done
+exit $fail
