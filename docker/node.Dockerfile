@@ -15,6 +15,7 @@ RUN groupadd -g 1000 squall \
 
 COPY docker/node-init.sh /usr/local/sbin/squall-node-init
 COPY docker/registry.yml /etc/squall/registry.yml
+COPY docker/registries.conf /etc/containers/registries.conf
 COPY docker/slurm/ /etc/slurm/
 
 # Optional: real Enroot packages supplied by the user (docker/enroot-debs/*.deb) replace
