@@ -54,7 +54,9 @@ asan: deps
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87 \
 		SQUALL_TEST_CFLAGS="$(ASAN_FLAGS) -Wno-error" $(PYTEST) -p no:cacheprovider tests/unit \
 		--ignore=tests/unit/test_mksbatch_input.py $(ASAN_PYTEST_ARGS)
-	$(PYTHON) -c 'import sys; sys.path.insert(0, "build/asan"); import squall._core as c; \
+	@# the tests above imported the sanitized core, not the editable install's
+	LD_PRELOAD="$(ASAN_PRELOAD)" PYTHONPATH=$(CURDIR)/build/asan ASAN_OPTIONS=detect_leaks=0 \
+		$(PYTHON) -c 'import squall._core as c; \
 		assert c.__file__.startswith("$(CURDIR)/build/asan/"), c.__file__'
 
 # libFuzzer targets for every C core parser (spank/fuzz/, clang), each run FUZZ_SECONDS

@@ -125,10 +125,12 @@ def expand(layer: list[Op]) -> list[Op]:
     return out
 
 
-def tar_of(layer: list[Op]) -> bytes:
+def tar_of(layer: list[Op], parents: bool = True) -> bytes:
+    """The layer's tar; ``parents`` False: no entries for parent directories (tars made by
+    other tools imply them; the model is the same)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for kind, path, arg in expand(layer):
+        for kind, path, arg in (expand(layer) if parents else layer):
             name = path
             if kind == "whiteout":
                 d, _, b = path.rpartition("/")
@@ -190,10 +192,11 @@ def read_tar(data: bytes) -> dict[str, Node]:
     return out
 
 
-def _layers(stack: list[list[Op]], streamed: bool, where: Path) -> list[Layer]:
+def _layers(stack: list[list[Op]], streamed: bool, where: Path,
+            parents: bool = True) -> list[Layer]:
     out = []
     for i, layer in enumerate(stack):
-        data = tar_of(layer)
+        data = tar_of(layer, parents)
         if streamed:
             out.append(Layer(f"sha256:{i:064d}", (lambda d=data: io.BytesIO(d))))
         else:
@@ -206,12 +209,12 @@ def _layers(stack: list[list[Op]], streamed: bool, where: Path) -> list[Layer]:
 def check(stack: list[list[Op]], work: Path) -> None:
     DANGLING.clear()
     want = model(stack)
-    for streamed in (True, False):
-        where = work / ("s" if streamed else "f")
+    for streamed, parents in ((True, True), (False, True), (True, False)):
+        where = work / f"{'s' if streamed else 'f'}{'p' if parents else 'n'}"
         where.mkdir(parents=True)
         root = where / "deep/er/root"
         try:
-            merge_layers(_layers(stack, streamed, where), DirSink(root),
+            merge_layers(_layers(stack, streamed, where, parents), DirSink(root),
                          ensure_dirs=["/a/b/w"])
         except SquallError:
             assume(want is None or DANGLING)
@@ -224,7 +227,7 @@ def check(stack: list[list[Op]], work: Path) -> None:
         got_minus_workdir = {k: v for k, v in got.items() if k not in want and v[0] == "dir"}
         assert {k: v for k, v in got.items() if k not in got_minus_workdir} == want
         buf = io.BytesIO()
-        merge_layers(_layers(stack, streamed, where), TarSink(buf))
+        merge_layers(_layers(stack, streamed, where, parents), TarSink(buf))
         assert read_tar(buf.getvalue()) == want
 
 
@@ -235,6 +238,8 @@ def check(stack: list[list[Op]], work: Path) -> None:
 @example(stack=[[("file", "a", "1"), ("hardlink", "b", "a")], [("file", "a", "22")]])
 @example(stack=[[("symlink", "a", "/etc")], [("file", "a/b", "1")]])
 @example(stack=[[("hardlink", "c", "b", ), ("file", "b", "1")]])
+# a parent only implied by its child's name stays when the child is whited out above
+@example(stack=[[("file", "a/b", "1")], [("whiteout", "a/b", "")]])
 @example(stack=[[("dir", "a", ""), ("file", "a/b", "1")],
                 [("opaque", "a", ""), ("file", "a/c", "1")]])
 def test_applier_matches_the_model(stack, tmp_path_factory):

@@ -124,6 +124,10 @@ class _State:
     whiteouts: set[str] = field(default_factory=set)
     opaque: set[str] = field(default_factory=set)
     implicit_dirs: set[str] = field(default_factory=set)  # parents of kept entries
+    # Parents a layer's tar implies without an entry of their own ("a" of "a/b"), not hidden
+    # by a layer above: directories of the image even when everything below them is
+    # whited out above; made at the end unless a kept entry made them.
+    implied: set[str] = field(default_factory=set)
     origin: dict[str, str] = field(default_factory=dict)  # kept regular file -> its layer
     # What the image holds (kept entries only): symlinks with their targets, other
     # non-directories, and directories (made, or parents of kept entries). Paths are
@@ -176,6 +180,9 @@ def merge_layers(
         for layer in reversed(layers):
             kept += _merge_one(layer, state, sink, deferred_links, observer)
         _write_links(deferred_links, state, sink)
+        for d in sorted(state.implied - state.dirs):
+            sink.ensure_dir(d)
+            state.dirs.add(d)
     finally:
         for f in state.open_files:
             f.close()
@@ -356,6 +363,7 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
     # Ancestors of the paths in ``here``. A directory in it passed the check that nothing
     # above it is a non-directory of this layer, and none can become one (that is refused).
     here_parents: set[str] = set()
+    marked: set[str] = set()  # parents of this layer's whiteouts: directories of the layer too
     hides: dict[str, bool] = {}
     kept = 0
     stream, members, tar = _open_layer(layer)
@@ -381,6 +389,9 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                     f"layer {digest} turns {info.name!r} into a symlink or file after "
                     "writing below it: refusing a layer that could write outside the root")
             if base.startswith(WHITEOUT_PREFIX):
+                if parent:
+                    marked.add(parent)
+                    marked.update(_ancestors(parent))
                 if base == OPAQUE_MARKER:
                     opaque.add(parent)
                 else:
@@ -443,9 +454,13 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
             state.open_files.append(stream)  # hard links may still copy from it
         else:
             stream.close()
+    if not root_opaque:
+        for d in (here_parents | marked) - here.keys():
+            if not (d == "dev" or d.startswith("dev/") or _hidden(state, d)):
+                state.implied.add(d)
     for path, is_dir in here.items():
         present.setdefault(path, is_dir)
-    state.implicit_dirs |= here_parents
+    state.implicit_dirs |= here_parents | (marked - here.keys())
     state.whiteouts |= whiteouts
     state.opaque |= opaque
     return kept
