@@ -366,3 +366,12 @@ def run_env(home: Path) -> dict[str, str]:
 def have(tool: str) -> None:
     if shutil.which(tool) is None:
         _missing(tool)
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one ``sqshbuild: error:`` line a failed run ends with (never a traceback)."""
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("sqshbuild: error: "), proc.stderr
+    return last

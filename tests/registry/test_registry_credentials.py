@@ -10,7 +10,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BASIC_PASSWORD, BASIC_USER, TOKEN_PASSWORD, TOKEN_USER, run_env, sqshbuild_cmd
+from conftest import (
+    BASIC_PASSWORD,
+    BASIC_USER,
+    TOKEN_PASSWORD,
+    TOKEN_USER,
+    one_error_line,
+    run_env,
+    sqshbuild_cmd,
+)
 from imagekit import Image, layer
 from sqfs import cat
 
@@ -20,14 +28,6 @@ pytestmark = pytest.mark.registry
 def sqshbuild(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*sqshbuild_cmd(), *args], env=env, capture_output=True, text=True,
                           timeout=120)
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("sqshbuild: error: "), proc.stderr
-    return last
 
 
 def write_credentials(home: Path, text: str) -> None:

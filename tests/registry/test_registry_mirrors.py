@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Proxy, run_env, sqshbuild_cmd, start_registry
+from conftest import Proxy, one_error_line, run_env, sqshbuild_cmd, start_registry
 from faults import FaultProxy
 from imagekit import DOCKER_MANIFEST, Image, layer, sha
 from sqfs import cat
@@ -26,14 +26,6 @@ def sqshbuild(args: list[str], home: Path, conf: Path) -> subprocess.CompletedPr
 def built(proc: subprocess.CompletedProcess[str]) -> dict:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("sqshbuild: error: "), proc.stderr
-    return last
 
 
 def mirror_conf(path: Path, prefix: str, *mirrors: str, extra: str = "") -> Path:

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from squall.sqshbuild.cache import (
     fsync_dir,
     remove_dead_temps,
     remove_dead_work_dirs,
+    rmtree_forced,
     user_cache_dir,
     work_dir_prefix,
 )
@@ -456,13 +456,10 @@ def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
 
 
 def _rmtree(path: Path) -> None:
-    def onerror(func: Callable[..., Any], p: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            func(p)
-        except OSError:
-            pass
-    shutil.rmtree(path, onerror=onerror)
+    try:
+        rmtree_forced(path)
+    except OSError:
+        pass  # what could not be removed is a dead build's, removed by the next run or gc
 
 
 def _output_temp(final: Path) -> Path:

@@ -189,7 +189,7 @@ def remove_dead_temps(directory: Path, pattern: str) -> list[tuple[Path, int]]:
         try:
             size = p.lstat().st_size
             if p.is_dir() and not p.is_symlink():
-                _rmtree_forced(p)
+                rmtree_forced(p)
             else:
                 p.unlink()
             removed.append((p, size))
@@ -198,7 +198,7 @@ def remove_dead_temps(directory: Path, pattern: str) -> list[tuple[Path, int]]:
     return removed
 
 
-def _rmtree_forced(path: Path) -> None:
+def rmtree_forced(path: Path) -> None:
     """rmtree that also removes what a build made read-only (``chmod u+w`` first)."""
     def onerror(func: Any, p: str, _exc: Any) -> None:
         try:
@@ -233,7 +233,7 @@ def remove_dead_work_dirs(directory: Path) -> list[tuple[Path, int]]:
             if euid != 0 and p.lstat().st_uid != euid:
                 continue
             size = _tree_size(p)
-            _rmtree_forced(p)
+            rmtree_forced(p)
             removed.append((p, size))
         except OSError:
             pass
