@@ -83,7 +83,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	snprintf(base, sizeof(base), "/tmp/squall-fuzz-efa-XXXXXX");
+	struct stat st;
+
+	/* One tree per input: in memory (tmpfs) when the machine has one, several times faster. */
+	snprintf(base, sizeof(base), "%s/squall-fuzz-efa-XXXXXX",
+		 stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp");
 	if (mkdtemp(base) == NULL)
 		abort();
 	atexit(rm_base);
