@@ -200,19 +200,22 @@ def test_sigkill_mid_build_leaves_nothing_complete_and_rerun_reuses_layers(
     layers = len(pushed["blobs"]) - 1  # the config is the other blob
     script = f"""
         {sqshbuild(cache, ref)} >/dev/null 2>&1 & pid=$!
-        for i in $(seq 3000); do
+        mid=0
+        for i in $(seq 6000); do
             ls {cache}/.building-* >/dev/null 2>&1 &&
-                [ "$(ls {cache}/layers/sha256/*.ok 2>/dev/null | wc -l)" -ge {layers} ] && break
+                [ "$(ls {cache}/layers/sha256/*.ok 2>/dev/null | wc -l)" -ge {layers} ] &&
+                mid=1 && break
             sleep 0.01
         done
-        kill -KILL $pid; wait $pid; echo "rc=$?"
+        kill -KILL $pid; wait $pid; echo "rc=$? mid=$mid"
         ls {cache}/*.sqsh 2>/dev/null | wc -l
     """
     res = cluster.run(script, node="node1", timeout=300)
     lines = res.out.split()
-    assert lines[0] == "rc=137" and lines[-1] == "0", res  # killed; nothing looks complete
+    # Seen mid-squash before the kill (the squasher, left without input, may delete its
+    # .building output by itself afterwards), killed, and nothing looks complete.
+    assert lines[:2] == ["rc=137", "mid=1"] and lines[-1] == "0", res
     host_cache = cluster.fsx_host / cache[len("/fsx/"):]
-    assert list(host_cache.glob(".building-*")), "the build was not killed mid-squash"
     again = cluster.run(sqshbuild(cache, ref), node="node1", timeout=300)
     assert again.out.strip().splitlines()[-1].endswith(".sqsh")
     assert len(list(host_cache.glob("*.sqsh"))) == 1
