@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from .cluster import ROOT, Cluster, compose
+from .images import base_image
+from .pyxis_helpers import plain_image
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -41,3 +43,15 @@ def cluster() -> Cluster:
     # Leave a cluster we found running; tear down one we started unless asked to keep it.
     if started and os.environ.get("SQUALL_KEEP_CLUSTER") != "1":
         compose("down")
+
+
+@pytest.fixture(scope="session")
+def image(cluster: Cluster) -> str:
+    """The ~10 MB test image (ID=squalltest), built once on /fsx."""
+    return base_image(cluster)
+
+
+@pytest.fixture(scope="session")
+def plain(cluster: Cluster) -> str:
+    """The image without squall's test environment (ID=squallplain)."""
+    return plain_image(cluster)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 from .cluster import Cluster, Result
-from .images import IMAGE_DIR, MKIMAGE, SCRIPT, build_image
+from .images import IMAGE_DIR, MKIMAGE, SCRIPT, base_image, build_image  # noqa: F401
 
 NODE = "node1"
 HOME = "/fsx/home/squall"
@@ -108,11 +108,6 @@ def build_plain_image(cluster: Cluster, path: str, os_id: str,
         cluster.run(f"bash {plain} {shlex.quote(path)} {shlex.quote(os_id)} 0 {lines}",
                     user="root", timeout=900)
     return path
-
-
-def base_image(cluster: Cluster) -> str:
-    from .images import IMAGE_ENV
-    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
 
 
 def plain_image(cluster: Cluster) -> str:

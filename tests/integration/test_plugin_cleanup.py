@@ -9,18 +9,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from .cluster import Cluster
-from .images import IMAGE_DIR, IMAGE_ENV, build_image
 
 NODE = "node3"
 RUNTIME_DIR = "/run/squall/1000"
 
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
 
 
 def leftovers(cluster: Cluster, node: str = NODE) -> str:

@@ -9,15 +9,9 @@ from __future__ import annotations
 import shlex
 import time
 
-import pytest
-
 from .cluster import Cluster
-from .images import IMAGE_DIR, IMAGE_ENV, build_image
-
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
+from .images import IMAGE_DIR, build_image
+from .pyxis_helpers import wait_for
 
 
 def srun(cluster: Cluster, args: str, cmd: str, check: bool = True, env=None):
@@ -161,15 +155,6 @@ def test_named_container_reused_after_image_change_with_a_warning_and_job_scope_
     assert name not in listed, f"the job epilog left the named container: {listed}"
 
 
-def wait_file(cluster: Cluster, path: str, timeout: float = 60) -> str:
-    host = cluster.fsx_host / path[len("/fsx/"):]
-    deadline = time.monotonic() + timeout
-    while not (host.exists() and host.read_text().endswith("\n")):
-        assert time.monotonic() < deadline, f"{path} did not appear within {timeout}s"
-        time.sleep(0.2)
-    return host.read_text()
-
-
 def test_named_container_exec_joins_the_container_another_step_runs(cluster: Cluster,
                                                                      image: str) -> None:
     tag = time.time_ns()
@@ -192,7 +177,7 @@ def test_named_container_exec_joins_the_container_another_step_runs(cluster: Clu
         cluster.run(f"setsid nohup srun {base} --container-image={image} "
                     f"--container-name={name} --container-mounts={home}:/held "
                     f"bash -c {shlex.quote(hold)} > /dev/null 2>&1 < /dev/null &")
-        step, held_ns = wait_file(cluster, ready).split()
+        step, held_ns = wait_for(cluster, ready).split()
 
         probe = ("readlink /proc/self/ns/mnt; ls /held/exec-*.ready | wc -l; "
                  "grep ^ID= /etc/os-release")

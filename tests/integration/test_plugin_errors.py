@@ -9,15 +9,7 @@ from __future__ import annotations
 import shlex
 import time
 
-import pytest
-
 from .cluster import Cluster
-from .images import IMAGE_DIR, IMAGE_ENV, build_image
-
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
 
 
 def error_line(cluster: Cluster, args: str, cmd: str = "true") -> str:

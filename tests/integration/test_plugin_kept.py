@@ -13,18 +13,11 @@ import re
 import shlex
 import time
 
-import pytest
-
 from .cluster import Cluster
-from .images import IMAGE_DIR, IMAGE_ENV, build_image
 from .test_plugin_cleanup import leftovers, wait_clean
 
 NODE = "node2"
 
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
 
 
 def in_job(cluster: Cluster, steps: list[str], salloc: str = "", check: bool = True):

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import pytest
 
 from .cluster import PROCTRACK_MODES, Cluster, default_proctrack
-from .images import IMAGE_DIR, IMAGE_ENV, build_image
 from .test_plugin_cleanup import leftovers, wait_clean
 
 SIGNALS_DIR = "/fsx/home/squall/signals"   # bound into the containers
@@ -83,10 +82,6 @@ def proctrack(request, cluster: Cluster) -> Iterator[str]:
     if request.param != default_proctrack():
         cluster.use_proctrack(default_proctrack())
 
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
 
 
 LOCAL_CACHE = "/var/lib/squall/cache/1000"

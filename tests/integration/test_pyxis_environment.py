@@ -17,17 +17,7 @@ import time
 import pytest
 
 from .cluster import Cluster
-from .pyxis_helpers import HOME, NODE, base_image, last_line, mounted, plain_image, srun
-
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return base_image(cluster)
-
-
-@pytest.fixture(scope="module")
-def plain(cluster: Cluster) -> str:
-    return plain_image(cluster)
+from .pyxis_helpers import HOME, NODE, last_line, mounted, srun
 
 
 def test_pyxis_env_container_image(cluster: Cluster, image: str) -> None:

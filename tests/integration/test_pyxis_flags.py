@@ -14,25 +14,12 @@ from .cluster import Cluster
 from .pyxis_helpers import (
     HOME,
     NODE,
-    base_image,
     error_lines,
     last_line,
     mounted,
-    plain_image,
     srun,
     warning_lines,
 )
-
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return base_image(cluster)
-
-
-@pytest.fixture(scope="module")
-def plain(cluster: Cluster) -> str:
-    return plain_image(cluster)
-
 
 # --- --container-image ---------------------------------------------------------------------
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from .cluster import Cluster
 from .images import IMAGE_DIR, build_image
 from .pyxis_helpers import (
@@ -22,7 +20,6 @@ from .pyxis_helpers import (
     NODE,
     allocate,
     background_step,
-    base_image,
     current_args,
     end_job,
     error_lines,
@@ -32,11 +29,6 @@ from .pyxis_helpers import (
     wait_for,
     warning_lines,
 )
-
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return base_image(cluster)
 
 
 def enroot_list(cluster: Cluster, node: str = NODE) -> list[str]:

@@ -20,7 +20,6 @@ from .pyxis_helpers import (
     HOME,
     NODE,
     PLUGSTACK,
-    base_image,
     current_args,
     error_lines,
     last_line,
@@ -28,11 +27,6 @@ from .pyxis_helpers import (
     srun,
 )
 from .test_sqshbuild_cluster import REGISTRY, push, tools  # noqa: F401  (fixture)
-
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return base_image(cluster)
 
 
 def test_pyxis_plugstack_site_line_loads_unchanged(cluster: Cluster, image: str) -> None:

@@ -15,13 +15,7 @@ import time
 import pytest
 
 from .cluster import Cluster
-from .pyxis_helpers import HOME, NODE, apt_image, last_line, plain_image, srun
-
-
-@pytest.fixture(scope="module")
-def plain(cluster: Cluster) -> str:
-    return plain_image(cluster)
-
+from .pyxis_helpers import HOME, NODE, apt_image, last_line, srun
 
 # --- seccomp --------------------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from .pyxis_helpers import (
     end_job,
     error_lines,
     last_line,
-    plain_image,
     srun,
     wait_for,
 )
@@ -29,10 +28,6 @@ from .pyxis_helpers import (
 NS_PROBE = ('echo "net=$(readlink /proc/self/ns/net) ipc=$(readlink /proc/self/ns/ipc) '
             'uts=$(readlink /proc/self/ns/uts)"')
 
-
-@pytest.fixture(scope="module")
-def image(cluster: Cluster) -> str:
-    return plain_image(cluster)
 
 
 @pytest.fixture(scope="module")
