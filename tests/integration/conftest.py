@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from .cluster import ROOT, Cluster, compose
-from .images import base_image
+from .images import base_image  # noqa: F401  (the session fixture behind `image`)
 from .pyxis_helpers import plain_image
 
 
@@ -46,9 +46,9 @@ def cluster() -> Cluster:
 
 
 @pytest.fixture(scope="session")
-def image(cluster: Cluster) -> str:
-    """The ~10 MB test image (ID=squalltest), built once on /fsx."""
-    return base_image(cluster)
+def image(base_image: str) -> str:  # noqa: F811
+    """The ~10 MB test image (ID=squalltest), built once on /fsx (images.base_image)."""
+    return base_image
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 from .cluster import Cluster, Result
-from .images import IMAGE_DIR, MKIMAGE, SCRIPT, base_image, build_image  # noqa: F401
+from .images import IMAGE_DIR, MKIMAGE, SCRIPT
 
 NODE = "node1"
 HOME = "/fsx/home/squall"

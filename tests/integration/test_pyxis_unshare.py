@@ -30,6 +30,12 @@ NS_PROBE = ('echo "net=$(readlink /proc/self/ns/net) ipc=$(readlink /proc/self/n
 
 
 
+
+@pytest.fixture(scope="module")
+def image(plain: str) -> str:
+    """This module's image is the plain one (it has ipcs, hostname, ...)."""
+    return plain
+
 @pytest.fixture(scope="module")
 def host_ns(cluster: Cluster) -> dict[str, str]:
     res = srun(cluster, "", NS_PROBE)
