@@ -15,6 +15,7 @@
 
 #include "efa.h"
 #include "efa_internal.h"
+#include "strbuf.h"
 
 int sq_efa_open_in(int rootfd, const char *path, int flags)
 {
@@ -213,23 +214,27 @@ int sq_efa_env_file_get(int rootfd, const char *path, const char *name,
 			char *out, size_t outlen)
 {
 	enum { LIMIT = 1 << 20 };
-	size_t nlen = strlen(name), have = 0;
-	char *data = malloc(LIMIT + 1);
+	size_t nlen = strlen(name);
+	struct sq_buf buf;
+	char chunk[4096], *data;
 	int fd, found = 0;
 	ssize_t r;
 
-	if (!data)
-		return 0;
 	fd = rootfd == AT_FDCWD ? open(path, O_RDONLY | O_CLOEXEC)
 				: sq_efa_open_in(rootfd, path, O_RDONLY);
-	if (fd < 0) {
-		free(data);
+	if (fd < 0)
 		return 0;
-	}
-	while (have < LIMIT && (r = read(fd, data + have, LIMIT - have)) > 0)
-		have += (size_t)r;
+	/* grown with the file (a few hundred bytes, usually), not 1 MiB up front */
+	sq_buf_init(&buf);
+	sq_buf_add(&buf, "");
+	while (buf.len < LIMIT &&
+	       (r = read(fd, chunk, LIMIT - buf.len < sizeof(chunk) ? LIMIT - buf.len
+								  : sizeof(chunk))) > 0)
+		sq_buf_addn(&buf, chunk, (size_t)r);
 	close(fd);
-	data[have] = '\0';
+	data = sq_buf_take(&buf);
+	if (!data)
+		return 0;
 	for (char *line = data, *next; line && *line; line = next) {
 		next = strchr(line, '\n');
 		if (next)
