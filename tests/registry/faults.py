@@ -7,7 +7,8 @@ regex and fires ``times`` times (None: always), then the request is forwarded ag
 * ``("status-endless", code)``: answer ``code`` with an endless chunked body;
 * ``("stall",)``: read the request and never answer;
 * ``("endless",)``: answer 200 and send bytes forever (chunked, no length);
-* ``("replace", body, content_type)``: answer 200 with this body instead of upstream's.
+* ``("replace", body, content_type[, pause])``: answer 200 with this body instead of
+  upstream's (with ``pause``: its first half, a pause of that many seconds, the rest).
 
 Every request is logged as (monotonic time, path, what was done).
 """
@@ -122,6 +123,11 @@ class FaultProxy:
                 h.send_header("Content-Type", ctype)
                 h.send_header("Content-Length", str(len(body)))
                 h.end_headers()
+                if len(rule.action) > 3:
+                    h.wfile.write(body[:len(body) // 2])
+                    h.wfile.flush()
+                    time.sleep(rule.action[3])
+                    body = body[len(body) // 2:]
                 h.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError, OSError):
             h.close_connection = True

@@ -12,7 +12,7 @@ import pytest
 from conftest import Proxy, one_error_line, run_env, sqshbuild_cmd, start_registry
 from faults import FaultProxy
 from imagekit import DOCKER_MANIFEST, Image, layer, sha
-from sqfs import cat
+from sqfs import cat, listing
 
 pytestmark = pytest.mark.registry
 
@@ -104,6 +104,32 @@ def test_tampered_blobs_from_a_mirror_are_fetched_from_the_origin(registry, tmp_
         assert "evil" not in cat(Path(out["path"]), "etc/rc")
         assert origin.gets[top] == 1 and origin.gets[config] == 1
         assert origin.gets[sha(img.layers[0])] == 0  # the good blob came from the mirror
+    finally:
+        origin.close()
+        mirror.close()
+
+
+def test_a_tampered_layer_read_while_downloading_is_not_kept(registry, tmp_path, cache_dir,
+                                                             clean_env):
+    """The merge reads a layer while it downloads: the mirror's valid but wrong tar is read
+    (its second half comes late), fails its digest, comes from the origin, and the image is
+    squashed again from verified layers only."""
+    img = image(("a", "real a"), ("b", "real b" * 50_000))
+    registry.pusher.push("tamper2/app", "v1", img)
+    top = sha(img.layers[1])
+    origin = Proxy(registry.base)
+    mirror = FaultProxy(registry.base)
+    try:
+        evil = layer(("file", "b", "evil" * 75_000), ("file", "c", "evil"), compress=False)
+        mirror.add(top, "replace", evil, "application/octet-stream", 1.0, times=None)
+        conf = mirror_conf(tmp_path / "registries.conf", origin.host, mirror.host)
+        proc = sqshbuild(["build", "--json", "--cache-dir", str(cache_dir),
+                          f"{origin.host}/tamper2/app:v1"], clean_env, conf)
+        out = built(proc)
+        assert "squashing again from the verified layers" in proc.stderr, proc.stderr
+        assert cat(Path(out["path"]), "b") == "real b" * 50_000
+        assert "c" not in listing(Path(out["path"]))  # nothing of the mirror's layer is left
+        assert origin.gets[top] == 1
     finally:
         origin.close()
         mirror.close()

@@ -31,6 +31,7 @@ from squall.sqshbuild.cache import (
     user_cache_dir,
     work_dir_prefix,
 )
+from squall.sqshbuild.growing import LayerStream, StreamRestart
 from squall.sqshbuild.layers import LayerCache
 from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
@@ -267,8 +268,10 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
         built = False
         opts.mark("resolved")
         try:
+            # The merge reads each layer while it downloads (see growing.py).
+            streams = {d.digest: LayerStream(d.digest) for d in manifest.layers}
             futures = layers_cache.submit_all(pool, client, manifest.layers,
-                                              rep.download_advance)
+                                              rep.download_advance, streams)
 
             def layer_ready(_f: object) -> None:
                 opts.mark("first_layer_ready")
@@ -277,7 +280,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
 
             for f in futures:
                 f.add_done_callback(layer_ready)
-            layers = [Layer(d.digest, resolve=f.result)
+            layers = [Layer(d.digest, resolve=f.result, stream=streams[d.digest])
                       for d, f in zip(manifest.layers, futures, strict=True)]
             result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
             built = True
@@ -365,10 +368,19 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
     opts.reporter.squash_start(len(layers))
     try:
         with EarlyWriteback(tmp):  # the publish fsync then waits for the last blocks only
-            if pipeline == "stream":
-                _squash_stream(layers, files, probe, tmp, opts)
-            else:
-                _squash_unpack(layers, files, probe, tmp, opts)
+            try:
+                _squash(pipeline, layers, files, probe, tmp, opts)
+            except StreamRestart as exc:
+                # A layer read while downloading was downloaded again (a retry, another
+                # mirror): what was squashed may hold unverified bytes; start over from
+                # the verified layers.
+                log.warning("note: layer %s was downloaded again (a retry, or a mirror that "
+                            "served other bytes): squashing again from the verified layers",
+                            exc)
+                probe = VersionProbe()
+                opts.reporter.squash_start(len(layers))
+                _squash(pipeline, [Layer(x.digest, x.open, None, x.resolve) for x in layers],
+                        files, probe, tmp, opts)
         opts.mark("squash_done")
         sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        versions=dict(sorted(probe.found.items())),
@@ -388,6 +400,14 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
         raise
     opts.reporter.done()
     return path, sidecar, pipeline
+
+
+def _squash(pipeline: str, layers: list[Layer], files: enroot_files.EnrootFiles,
+            probe: VersionProbe, out: Path, opts: BuildOptions) -> None:
+    if pipeline == "stream":
+        _squash_stream(layers, files, probe, out, opts)
+    else:
+        _squash_unpack(layers, files, probe, out, opts)
 
 
 def _env_of(config: dict[str, Any]) -> list[str]:

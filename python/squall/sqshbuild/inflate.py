@@ -33,7 +33,7 @@ def _zlib_module() -> Any:
     """python-isal's zlib when installed (and not switched off), else the standard zlib."""
     if not _no_isal():
         try:
-            from isal import isal_zlib  # type: ignore[import-not-found]
+            from isal import isal_zlib  # type: ignore[import-not-found,unused-ignore]
             return isal_zlib
         except ImportError:
             pass

@@ -32,6 +32,7 @@ import requests
 
 from squall.errors import SquallError
 from squall.sqshbuild.cache import fsync_dir, make_shared_dir
+from squall.sqshbuild.growing import LayerStream
 from squall.sqshbuild.inflate import Decoder
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
@@ -78,14 +79,28 @@ class LayerCache:
         return self.dir / f"{_hex(digest)}.ok"
 
     def fetch(self, client: RegistryClient, desc: Descriptor,
-              progress: Progress | None = None) -> Path:
+              progress: Progress | None = None, stream: LayerStream | None = None) -> Path:
         """The cached layer tar for ``desc``, downloading it if needed (waits for another
         process that is downloading the same blob).
 
         The tar is usable as soon as it is renamed into place; its fsync runs in the
         background (see :meth:`wait_durable`) and ends with the ``.ok`` marker, and the
         layer's lock is held until then. A ``.tar`` without ``.ok`` is a crashed build's
-        leftover that may not have reached the disk: it is fetched again."""
+        leftover that may not have reached the disk: it is fetched again.
+
+        ``stream`` lets a merge read the tar while this writes it (:mod:`.growing`)."""
+        if stream is None:
+            return self._fetch(client, desc, progress, None)
+        try:
+            path = self._fetch(client, desc, progress, stream)
+        except BaseException as exc:
+            stream.end(exc)
+            raise
+        stream.end()
+        return path
+
+    def _fetch(self, client: RegistryClient, desc: Descriptor, progress: Progress | None,
+               stream: LayerStream | None) -> Path:
         final = self.path(desc.digest)
         ok = self.ok_path(desc.digest)
         if ok.is_file() and final.is_file():
@@ -104,7 +119,7 @@ class LayerCache:
                     progress(desc.size)
                 return final
             final.unlink(missing_ok=True)
-            self._download(client, desc, final, progress)
+            self._download(client, desc, final, progress, stream)
             self._syncs.append(self._sync_pool.submit(self._make_durable, final, ok, lock))
             handed = True
             return final
@@ -133,13 +148,13 @@ class LayerCache:
             f.result()
 
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
-                  progress: Progress | None) -> None:
+                  progress: Progress | None, stream: LayerStream | None) -> None:
         partial = self.dir / f"{_hex(desc.digest)}.partial"
         delay = 0.5
         mismatches = 0
         for attempt in range(client.retries):
             try:
-                self._download_once(client, desc, partial, final, progress)
+                self._download_once(client, desc, partial, final, progress, stream)
             except _Retry as exc:
                 if attempt + 1 >= client.retries:
                     raise SquallError(f"download of {desc.digest} from {client.name} kept "
@@ -162,7 +177,8 @@ class LayerCache:
         raise SquallError(f"download of {desc.digest} from {client.name} failed: try again")
 
     def _download_once(self, client: RegistryClient, desc: Descriptor, partial: Path,
-                       final: Path, progress: Progress | None) -> None:
+                       final: Path, progress: Progress | None,
+                       stream: LayerStream | None) -> None:
         """Download (resuming ``partial``), hash and decompress in one pass over the bytes;
         publish ``final`` only if the digest matches."""
         tmp = final.with_name(final.name + ".tmp")
@@ -175,6 +191,8 @@ class LayerCache:
         decoder: Decoder | None = None
         try:
             with open(tmp, "wb") as tar_out:
+                if stream is not None:
+                    stream.begin(tmp)
                 if partial.exists():
                     with open(partial, "rb") as f:
                         while chunk := f.read(CHUNK):
@@ -259,13 +277,15 @@ class LayerCache:
         return paths
 
     def submit_all(self, pool: ThreadPoolExecutor, client: RegistryClient,
-                   descs: list[Descriptor], progress: Progress | None = None
-                   ) -> list[Future[Path]]:
-        """Start every download; the top layer first, since the merge reads it first."""
+                   descs: list[Descriptor], progress: Progress | None = None,
+                   streams: dict[str, LayerStream] | None = None) -> list[Future[Path]]:
+        """Start every download; the top layer first, since the merge reads it first.
+        ``streams`` (digest -> stream) lets the merge read layers as they download."""
         futures: dict[Descriptor, Future[Path]] = {}
         for d in reversed(descs):
             if d not in futures:
-                futures[d] = pool.submit(self.fetch, client, d, progress)
+                futures[d] = pool.submit(self.fetch, client, d, progress,
+                                         (streams or {}).get(d.digest))
         return [futures[d] for d in descs]
 
 

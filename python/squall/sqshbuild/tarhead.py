@@ -16,7 +16,7 @@ import os
 import struct
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 BLOCK = tarfile.BLOCKSIZE
@@ -110,10 +110,18 @@ class Reader:
         self._f = f
         self._fd = f.fileno()
         self._tar: tarfile.TarFile | None = None
-        self._first = parse(os.pread(self._fd, BLOCK, 0))
+        # A layer still being downloaded (growing.GrowingFile): reads wait for the bytes,
+        # and a file member is handed out only once its data is in the file.
+        self._wait: Callable[[int], None] | None = getattr(f, "wait_for", None)
+        self._first = parse(self._pread(BLOCK, 0))
         if self._first is None:  # not plain, or not a tar at all: tarfile says which
             f.seek(0)
             self._tar = tarfile.open(fileobj=f, mode="r:")
+
+    def _pread(self, n: int, offset: int) -> bytes:
+        if self._wait is not None:
+            self._wait(offset + n)
+        return os.pread(self._fd, n, offset)
 
     def _slow(self, offset: int) -> tarfile.TarInfo | None:
         # firstmember and members are TarFile's own attributes, missing from typeshed
@@ -143,7 +151,7 @@ class Reader:
             if offset == 0:
                 info = self._first
             elif self._tar is None or not self._tar.pax_headers:  # global PAX: tarfile only
-                info = parse(os.pread(self._fd, BLOCK, offset))
+                info = parse(self._pread(BLOCK, offset))
             if info is not None:
                 info.offset = offset
                 info.offset_data = offset + BLOCK
@@ -156,6 +164,8 @@ class Reader:
                     return
                 assert self._tar is not None
                 offset = self._tar.offset
+            if self._wait is not None and info.isfile():
+                self._wait(info.offset_data + info.size)
             yield info
 
 

@@ -35,6 +35,7 @@ from typing import BinaryIO, Protocol, cast
 
 from squall.errors import SquallError
 from squall.sqshbuild import tarhead
+from squall.sqshbuild.growing import GrowingFile, LayerStream
 
 WHITEOUT_PREFIX = ".wh."
 OPAQUE_MARKER = ".wh..wh..opq"
@@ -51,6 +52,8 @@ class Layer:
     open: Callable[[], BinaryIO] | None = None
     path: Path | None = None
     resolve: Callable[[], Path] | None = None  # blocks until the file is there (downloads)
+    # The download in progress, read while it writes the file (else ``resolve`` waits)
+    stream: LayerStream | None = None
 
 
 Span = tuple[int, int]  # (fd of an uncompressed layer file, offset of the member's data)
@@ -328,6 +331,18 @@ def _dir_hides(state: _State, d: str, memo: dict[str, bool]) -> bool:
 
 def _open_layer(layer: Layer) -> tuple[BinaryIO, Iterable[tarfile.TarInfo], tarfile.TarFile | None]:
     """The layer's stream, its members, and the TarFile when members come from a stream."""
+    if layer.path is None and layer.stream is not None:
+        growing = layer.stream.open()
+        if growing is not None:
+            try:
+                return cast(BinaryIO, growing), tarhead.Reader(cast(BinaryIO, growing)), None
+            except tarfile.TarError as exc:
+                growing.close()
+                raise SquallError(f"layer {layer.digest} is not a tar archive ({exc}): "
+                                  "the image is corrupt; rebuild or re-push it") from None
+            except BaseException:
+                growing.close()
+                raise
     if layer.path is None and layer.resolve is not None:
         layer.path = layer.resolve()
     if layer.path is not None:
@@ -446,7 +461,11 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 sink.add(entry, cast("BinaryIO | None", tar.extractfile(info)), None)
             else:
                 sink.add(entry, None, span)
+        if isinstance(stream, GrowingFile):
+            stream.verified()  # read while downloading: the digest must match before going on
     except tarfile.TarError as exc:
+        if isinstance(stream, GrowingFile):
+            stream.verified()  # a download that failed says so, rather than "corrupt"
         raise SquallError(f"layer {digest} is truncated or corrupt ({exc}): "
                           "delete it from the layer cache and build again") from None
     finally:
