@@ -39,6 +39,17 @@ def stat_fields(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+JOB_SIGNALS = (signal.SIGHUP, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
+
+
+def _default_job_signals() -> None:
+    """A task starts with these at their defaults, as slurmstepd starts it. A suite run under
+    ``nohup`` would otherwise hand squashfuse an ignored SIGHUP, which libfuse leaves
+    ignored (it only installs its handlers over defaults): seen in a CI run under nohup."""
+    for sig in JOB_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class Stopped:
     """`enroot start IMAGE sh -c 'kill -STOP $$; cat /etc/os-release'`, stopped: the
     plugin's pattern. The container main process, its fuse-shim and squashfuse."""
@@ -48,7 +59,7 @@ class Stopped:
             [str(ENROOT), "start", str(image), "sh", "-c",
              "kill -STOP $$; cat /etc/os-release && echo read-ok"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=_default_job_signals)
         try:
             _, status = os.waitpid(self.proc.pid, os.WUNTRACED)
             assert os.WIFSTOPPED(status), self.proc.stderr.read()
