@@ -224,15 +224,13 @@ int sq_efa_env_file_get(int rootfd, const char *path, const char *name,
 				: sq_efa_open_in(rootfd, path, O_RDONLY);
 	if (fd < 0)
 		return 0;
-	/* grown with the file (a few hundred bytes, usually), not 1 MiB up front */
+	/* grown with the file (a few hundred bytes, usually), not 1 MiB up front; the last
+	 * read may take it up to a chunk past the limit */
 	sq_buf_init(&buf);
-	sq_buf_add(&buf, "");
-	while (buf.len < LIMIT &&
-	       (r = read(fd, chunk, LIMIT - buf.len < sizeof(chunk) ? LIMIT - buf.len
-								  : sizeof(chunk))) > 0)
+	while (buf.len < LIMIT && (r = read(fd, chunk, sizeof(chunk))) > 0)
 		sq_buf_addn(&buf, chunk, (size_t)r);
 	close(fd);
-	data = sq_buf_take(&buf);
+	data = sq_buf_take(&buf); /* "" for an empty file, NULL only when out of memory */
 	if (!data)
 		return 0;
 	for (char *line = data, *next; line && *line; line = next) {
