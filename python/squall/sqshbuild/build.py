@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -379,7 +379,7 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
                             exc)
                 probe = VersionProbe()
                 opts.reporter.squash_start(len(layers))
-                _squash(pipeline, [Layer(x.digest, x.open, None, x.resolve) for x in layers],
+                _squash(pipeline, [replace(x, stream=None) for x in layers],
                         files, probe, tmp, opts)
         opts.mark("squash_done")
         sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

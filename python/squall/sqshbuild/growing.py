@@ -153,9 +153,3 @@ class GrowingFile:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-
-    def __enter__(self) -> GrowingFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

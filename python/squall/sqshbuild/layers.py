@@ -89,14 +89,14 @@ class LayerCache:
         leftover that may not have reached the disk: it is fetched again.
 
         ``stream`` lets a merge read the tar while this writes it (:mod:`.growing`)."""
-        if stream is None:
-            return self._fetch(client, desc, progress, None)
         try:
             path = self._fetch(client, desc, progress, stream)
         except BaseException as exc:
-            stream.end(exc)
+            if stream is not None:
+                stream.end(exc)
             raise
-        stream.end()
+        if stream is not None:
+            stream.end()
         return path
 
     def _fetch(self, client: RegistryClient, desc: Descriptor, progress: Progress | None,

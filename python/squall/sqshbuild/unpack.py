@@ -331,23 +331,15 @@ def _dir_hides(state: _State, d: str, memo: dict[str, bool]) -> bool:
 
 def _open_layer(layer: Layer) -> tuple[BinaryIO, Iterable[tarfile.TarInfo], tarfile.TarFile | None]:
     """The layer's stream, its members, and the TarFile when members come from a stream."""
-    if layer.path is None and layer.stream is not None:
-        growing = layer.stream.open()
-        if growing is not None:
-            try:
-                return cast(BinaryIO, growing), tarhead.Reader(cast(BinaryIO, growing)), None
-            except tarfile.TarError as exc:
-                growing.close()
-                raise SquallError(f"layer {layer.digest} is not a tar archive ({exc}): "
-                                  "the image is corrupt; rebuild or re-push it") from None
-            except BaseException:
-                growing.close()
-                raise
-    if layer.path is None and layer.resolve is not None:
+    # a layer still downloading is read as the file it will be (growing.py)
+    growing = layer.stream.open() if layer.path is None and layer.stream is not None else None
+    if growing is None and layer.path is None and layer.resolve is not None:
         layer.path = layer.resolve()
-    if layer.path is not None:
+    if growing is not None:
+        stream = cast(BinaryIO, growing)
+    elif layer.path is not None:
         try:
-            stream: BinaryIO = open(layer.path, "rb")
+            stream = open(layer.path, "rb")
         except OSError as exc:
             raise SquallError(f"cannot read layer {layer.digest} at {layer.path}: "
                               f"{exc.strerror}") from None
@@ -356,7 +348,7 @@ def _open_layer(layer: Layer) -> tuple[BinaryIO, Iterable[tarfile.TarInfo], tarf
     else:
         raise SquallError(f"layer {layer.digest} has no data")
     try:
-        if layer.path is not None:
+        if growing is not None or layer.path is not None:
             return stream, tarhead.Reader(stream), None
         tar = tarfile.open(fileobj=stream, mode="r|", bufsize=COPY_CHUNK)
         return stream, tar, tar
