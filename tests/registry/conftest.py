@@ -253,6 +253,8 @@ class Proxy:
         self.gets: Counter[str] = Counter()
         self.ranges: list[tuple[str, str]] = []
         self.cut: dict[str, int] = {}  # digest -> close the connection after N body bytes, once
+        self.cut_pause = 0.0  # seconds the cut connection stays open after its last byte
+        self.no_range = False  # drop Range headers: the upstream answers 200, the whole blob
         self.port = free_port()
         proxy = self
 
@@ -270,6 +272,8 @@ class Proxy:
                         proxy.ranges.append((m.group(1), self.headers["Range"]))
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in ("host", "connection")}
+                if proxy.no_range:
+                    headers = {k: v for k, v in headers.items() if k.lower() != "range"}
                 try:
                     resp = requests.request(method, f"{proxy.upstream}{self.path}",
                                             headers=headers, stream=True,
@@ -293,6 +297,7 @@ class Proxy:
                         if cut is not None and sent + len(chunk) >= cut:
                             self.wfile.write(chunk[:cut - sent])
                             self.wfile.flush()
+                            time.sleep(proxy.cut_pause)
                             self.close_connection = True
                             self.connection.shutdown(socket.SHUT_RDWR)
                             return

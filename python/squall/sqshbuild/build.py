@@ -371,12 +371,12 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
             try:
                 _squash(pipeline, layers, files, probe, tmp, opts)
             except StreamRestart as exc:
-                # A layer read while downloading was downloaded again (a retry, another
-                # mirror): what was squashed may hold unverified bytes; start over from
-                # the verified layers.
-                log.warning("note: layer %s was downloaded again (a retry, or a mirror that "
-                            "served other bytes): squashing again from the verified layers",
-                            exc)
+                # A layer read while downloading was downloaded again from its first byte
+                # (a registry that could not resume, another mirror): what was squashed may
+                # hold unverified bytes; start over from the verified layers.
+                log.warning("note: layer %s was downloaded again (a registry that could not "
+                            "resume, or a mirror that served other bytes): squashing again "
+                            "from the verified layers", exc)
                 probe = VersionProbe()
                 opts.reporter.squash_start(len(layers))
                 _squash(pipeline, [replace(x, stream=None) for x in layers],

@@ -11,8 +11,10 @@ whose reads wait until the bytes asked for are there.
 Nothing read this way is trusted before the digest is checked: the merge waits for the
 download's end after the layer's last member (:meth:`GrowingFile.verified`), a failed
 download fails the merge with the download's own error, and a download that had to start
-its file again (a retry, a mirror that served other bytes) raises :class:`StreamRestart`,
-so the build discards what it squashed and merges again from the verified layers only.
+its file again (a registry that could not resume, a mirror that served other bytes) raises
+:class:`StreamRestart`, so the build discards what it squashed and merges again from the
+verified layers only. (A connection cut mid-layer that the registry resumes goes on into
+the same file: the merge just waits.)
 """
 
 from __future__ import annotations

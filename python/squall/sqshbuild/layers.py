@@ -8,8 +8,10 @@ reclaims first.
 
 A download in progress is ``<hex>.partial``, guarded by a :class:`SharedLock`
 (``<hex>.lock``) so two builders never write the same file. An interrupted download (error,
-SIGKILL) leaves the partial file; the next attempt hashes what is there and asks the
-registry for the rest with ``Range: bytes=N-``. The bytes are hashed and decompressed
+SIGKILL) leaves the partial file; the next build hashes what is there and asks the
+registry for the rest with ``Range: bytes=N-``. Within a build, a connection cut mid-layer
+goes on the same way into the same layer tar (:class:`_LayerTar`), so a merge reading it
+while it downloads goes on too. The bytes are hashed and decompressed
 (:mod:`squall.sqshbuild.inflate`) into ``<hex>.tar.tmp`` as they arrive; only when the
 digest matches is that renamed to ``<hex>.tar`` (and the partial blob deleted); the fsync
 follows in the background and ends with an ``<hex>.ok`` marker, so a build never waits on
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 import requests
 
@@ -150,106 +153,84 @@ class LayerCache:
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
                   progress: Progress | None, stream: LayerStream | None) -> None:
         partial = self.dir / f"{_hex(desc.digest)}.partial"
+        tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, stream, progress)
         delay = 0.5
         mismatches = 0
-        for attempt in range(client.retries):
-            try:
-                self._download_once(client, desc, partial, final, progress, stream)
-            except _Retry as exc:
-                if attempt + 1 >= client.retries:
-                    raise SquallError(f"download of {desc.digest} from {client.name} kept "
-                                      f"failing ({exc}): check the network and try again") from None
-                time.sleep(delay)
-                delay *= 2
-                continue
-            except _Mismatch as exc:
-                partial.unlink(missing_ok=True)
-                if client.blob_failed(desc.digest):
-                    continue  # a mirror served it wrong: the next source
-                mismatches += 1
-                if mismatches >= 2:
-                    raise SquallError(
-                        f"digest mismatch for layer {desc.digest} from {client.name}: the data "
-                        f"{exc}; the registry served corrupt or tampered content, "
-                        "nothing was published") from None
-                continue
-            return
-        raise SquallError(f"download of {desc.digest} from {client.name} failed: try again")
-
-    def _download_once(self, client: RegistryClient, desc: Descriptor, partial: Path,
-                       final: Path, progress: Progress | None,
-                       stream: LayerStream | None) -> None:
-        """Download (resuming ``partial``), hash and decompress in one pass over the bytes;
-        publish ``final`` only if the digest matches."""
-        tmp = final.with_name(final.name + ".tmp")
-        # Another user's leftovers (a killed download): not ours to append to; start over.
-        tmp.unlink(missing_ok=True)
-        if partial.exists() and not os.access(partial, os.W_OK):
-            partial.unlink()
-        hasher = hashlib.sha256()
-        have = 0
-        decoder: Decoder | None = None
         try:
-            with open(tmp, "wb") as tar_out:
-                if stream is not None:
-                    stream.begin(tmp)
-                if partial.exists():
-                    with open(partial, "rb") as f:
-                        while chunk := f.read(CHUNK):
-                            if decoder is None:
-                                decoder = Decoder(chunk, tar_out, desc.digest)
-                            decoder.write(chunk)
-                            hasher.update(chunk)
-                            have += len(chunk)
-                    if desc.size and have > desc.size:
-                        partial.unlink()
-                        raise _Mismatch(f"is longer than the {desc.size} bytes the manifest "
-                                        "gives")
-                resp = None
-                if not (desc.size and have == desc.size):
-                    resp = client.open_blob(desc.digest, have)
-                    if resp.status_code == 416 or (have and resp.status_code == 200):
-                        # the registry cannot resume: start over
-                        resp.close()
-                        partial.unlink(missing_ok=True)
-                        raise _Retry("the registry refused to resume")
-                if progress and have:
-                    progress(have)
-                with open(partial, "ab" if have else "wb") as out:
-                    if resp is not None:
-                        try:
-                            for chunk in resp.iter_content(CHUNK):
-                                have += len(chunk)
-                                if desc.size and have > desc.size:  # stop at once
-                                    raise _Mismatch(f"is longer than the {desc.size} bytes "
-                                                    "the manifest gives")
-                                out.write(chunk)
-                                if decoder is None:
-                                    decoder = Decoder(chunk, tar_out, desc.digest)
-                                decoder.write(chunk)
-                                hasher.update(chunk)
-                                if progress:
-                                    progress(len(chunk))
-                        except (requests.RequestException, ConnectionError) as exc:
-                            raise _Retry(type(exc).__name__) from None
-                        finally:
-                            resp.close()
-                got = "sha256:" + hasher.hexdigest()
-                if got != desc.digest:
-                    raise _Mismatch(f"hashes to {got}")
-                if decoder is None:
-                    raise SquallError(f"layer {desc.digest} of {client.name} is empty: "
-                                      "re-push the image")
-                decoder.finish()
-            os.rename(tmp, final)
-            partial.unlink(missing_ok=True)
-            fsync_dir(self.dir)
+            for attempt in range(client.retries):
+                try:
+                    self._download_once(client, desc, partial, final, tar)
+                except _Retry as exc:
+                    if attempt + 1 >= client.retries:
+                        raise SquallError(f"download of {desc.digest} from {client.name} kept "
+                                          f"failing ({exc}): check the network and try "
+                                          "again") from None
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                except _Mismatch as exc:
+                    partial.unlink(missing_ok=True)
+                    tar.reset()
+                    if client.blob_failed(desc.digest):
+                        continue  # a mirror served it wrong: the next source
+                    mismatches += 1
+                    if mismatches >= 2:
+                        raise SquallError(
+                            f"digest mismatch for layer {desc.digest} from {client.name}: the "
+                            f"data {exc}; the registry served corrupt or tampered content, "
+                            "nothing was published") from None
+                    continue
+                return
         except OSError as exc:
             raise _disk_error(exc, final) from None
         finally:
-            if decoder is not None:
-                decoder.close()
-            tmp.unlink(missing_ok=True)
+            tar.close()
+        raise SquallError(f"download of {desc.digest} from {client.name} failed: try again")
+
+    def _download_once(self, client: RegistryClient, desc: Descriptor, partial: Path,
+                       final: Path, tar: _LayerTar) -> None:
+        """Download (resuming ``partial``), hash and decompress in one pass over the bytes;
+        publish ``final`` only if the digest matches.
+
+        After a cut within this build, ``tar`` already holds the bytes of ``partial``: the
+        download goes on from there into the same tar, so a merge reading it goes on too.
+        Otherwise (a killed build's ``partial``) those bytes are hashed and inflated first."""
+        if not (tar.started and _size(partial) == tar.have):
+            tar.start()
+            # Another user's partial blob (a killed download): not ours to append to.
+            if partial.exists() and not os.access(partial, os.W_OK):
+                partial.unlink()
+            if partial.exists():
+                with open(partial, "rb") as f:
+                    while chunk := f.read(CHUNK):
+                        tar.feed(chunk)
+                if desc.size and tar.have > desc.size:
+                    raise _Mismatch(f"is longer than the {desc.size} bytes the manifest gives")
+        resp = None
+        if not (desc.size and tar.have == desc.size):
+            resp = client.open_blob(desc.digest, tar.have)
+            if resp.status_code == 416 or (tar.have and resp.status_code == 200):
+                # the registry cannot resume: start over
+                resp.close()
+                partial.unlink(missing_ok=True)
+                tar.reset()
+                raise _Retry("the registry refused to resume")
+        with open(partial, "ab" if tar.have else "wb") as out:
+            if resp is not None:
+                try:
+                    for chunk in resp.iter_content(CHUNK):
+                        if desc.size and tar.have + len(chunk) > desc.size:  # stop at once
+                            raise _Mismatch(f"is longer than the {desc.size} bytes the "
+                                            "manifest gives")
+                        out.write(chunk)
+                        tar.feed(chunk)
+                except (requests.RequestException, ConnectionError) as exc:
+                    raise _Retry(type(exc).__name__) from None
+                finally:
+                    resp.close()
+        tar.publish(final, client.name)
+        partial.unlink(missing_ok=True)
+        fsync_dir(self.dir)
 
     def config(self, client: RegistryClient, digest: str) -> bytes:
         """The image config blob, kept beside the layers so a rerun does not fetch it again."""
@@ -287,6 +268,83 @@ class LayerCache:
                 futures[d] = pool.submit(self.fetch, client, d, progress,
                                          (streams or {}).get(d.digest))
         return [futures[d] for d in descs]
+
+
+class _LayerTar:
+    """The layer tar a download writes (``<hex>.tar.tmp``): the blob's bytes hashed and
+    inflated in order. It outlives one attempt, so that a download cut mid-body and resumed
+    with ``Range`` goes on writing the same file; :meth:`reset` drops it when the bytes must
+    be taken from the start again (a mismatch, a registry that cannot resume)."""
+
+    def __init__(self, tmp: Path, digest: str, stream: LayerStream | None,
+                 progress: Progress | None) -> None:
+        self.tmp = tmp
+        self.digest = digest
+        self.stream = stream
+        self.progress = progress
+        self.reported = 0  # bytes given to progress, kept across restarts: none counted twice
+        self.started = False
+        self.have = 0
+        self.hasher = hashlib.sha256()
+        self.decoder: Decoder | None = None
+        self.out: BinaryIO | None = None
+
+    def start(self) -> None:
+        """Begin the tar again from the blob's first byte."""
+        self.reset()
+        # Another user's leftovers (a killed download): not ours to append to; start over.
+        self.tmp.unlink(missing_ok=True)
+        self.out = open(self.tmp, "wb")
+        if self.stream is not None:
+            self.stream.begin(self.tmp)
+        self.started = True
+
+    def feed(self, chunk: bytes) -> None:
+        assert self.out is not None
+        if self.decoder is None:
+            self.decoder = Decoder(chunk, self.out, self.digest)
+        self.decoder.write(chunk)
+        self.hasher.update(chunk)
+        self.have += len(chunk)
+        if self.progress and self.have > self.reported:
+            self.progress(self.have - self.reported)
+            self.reported = self.have
+
+    def publish(self, final: Path, source: str) -> None:
+        """Check the digest and finish the tar; only then rename it to ``final``."""
+        got = "sha256:" + self.hasher.hexdigest()
+        if got != self.digest:
+            raise _Mismatch(f"hashes to {got}")
+        if self.decoder is None:
+            raise SquallError(f"layer {self.digest} of {source} is empty: re-push the image")
+        self.decoder.finish()
+        assert self.out is not None
+        self.out.close()
+        os.rename(self.tmp, final)
+        self.started = False
+
+    def reset(self) -> None:
+        """Drop what was written (the file goes with :meth:`close` or the next start)."""
+        if self.decoder is not None:
+            self.decoder.close()
+            self.decoder = None
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+        self.started = False
+        self.have = 0
+        self.hasher = hashlib.sha256()
+
+    def close(self) -> None:
+        self.reset()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1
 
 
 class _Retry(Exception):
