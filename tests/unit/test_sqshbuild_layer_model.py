@@ -238,6 +238,13 @@ def check(stack: list[list[Op]], work: Path) -> None:
 @example(stack=[[("file", "a", "1"), ("hardlink", "b", "a")], [("file", "a", "22")]])
 @example(stack=[[("symlink", "a", "/etc")], [("file", "a/b", "1")]])
 @example(stack=[[("hardlink", "c", "b", ), ("file", "b", "1")]])
+# a link to a lower layer's file keeps that file's content when a layer above replaces it,
+# also through a link of a layer between; a link to a name no file had at its layer dangles
+@example(stack=[[("file", "b", "1")], [("hardlink", "c", "b")], [("file", "b", "22")]])
+@example(stack=[[("file", "b", "1")], [("hardlink", "c", "b")],
+                [("file", "b", "22"), ("hardlink", "a/c", "c")]])
+@example(stack=[[("file", "b", "1")], [("whiteout", "b", ""), ("hardlink", "c", "b")]])
+@example(stack=[[("hardlink", "c", "b")], [("file", "b", "1")]])
 # a parent only implied by its child's name stays when the child is whited out above
 @example(stack=[[("file", "a/b", "1")], [("whiteout", "a/b", "")]])
 @example(stack=[[("dir", "a", ""), ("file", "a/b", "1")],

@@ -141,9 +141,18 @@ class _State:
     open_files: list[BinaryIO] = field(default_factory=list)  # layer files, closed at the end
 
 
-# A hard link kept for the end, with its target's header and data as its own layer had them,
-# and its layer (reopened when a streamed layer's target was replaced above).
-_Deferred = tuple[Entry, "tuple[tarfile.TarInfo, Span | None] | None", Layer]
+@dataclass
+class _Deferred:
+    """A kept hard link, written at the end. It links the file its own layer saw under
+    ``target``: that layer's member of the name, else the topmost lower layer's, found as
+    the merge goes down (``saved``: its header and data, ``source``: its layer, reopened
+    when a streamed layer's member is needed again). ``pending`` while no layer has said."""
+
+    entry: Entry
+    target: str
+    source: Layer
+    saved: tuple[tarfile.TarInfo, Span | None] | None = None
+    pending: bool = True
 
 
 def _hidden(state: _State, path: str) -> bool:
@@ -255,37 +264,59 @@ def resolve_in_image(state: _State, path: str, shown: str) -> str:
     return "/".join(out)
 
 
+def _resolve_links(deferred_links: list[_Deferred], layer: Layer,
+                   files_here: dict[str, tuple[tarfile.TarInfo, Span | None]],
+                   links_here: dict[str, str], here: dict[str, bool], whiteouts: set[str],
+                   opaque: set[str]) -> None:
+    """After a layer is read: the pending links (of this layer or above) whose target this
+    layer decides. Its file of that name is the one linked; a hard link of this layer is
+    followed; a directory, symlink, whiteout or opaque parent of that name means no file
+    was there when the link was made (dangling)."""
+    for d in deferred_links:
+        hops = 0
+        while d.pending and d.target in links_here and hops < MAX_SYMLINKS:
+            d.target, hops = links_here[d.target], hops + 1
+        if not d.pending:
+            continue
+        if d.target in files_here:
+            d.saved, d.source, d.pending = files_here[d.target], layer, False
+        elif (d.target in here or d.target in whiteouts or hops >= MAX_SYMLINKS
+              or any(here.get(a) is False or a in whiteouts or a in opaque
+                     for a in _ancestors(d.target))):
+            d.pending = False
+
+
 def _write_links(deferred_links: list[_Deferred], state: _State, sink: Sink) -> None:
-    # A link whose target was deleted or replaced above keeps its own layer's content, as
-    # overlay keeps the inode (umoci's result): the first such link of a target becomes a
+    # A link whose target was deleted or replaced above keeps the content its layer linked,
+    # as overlay keeps the inode (umoci's result): the first such link of a file becomes a
     # file of its own, the others link to it.
     copies: dict[tuple[str, str], str] = {}
     reread: dict[str, tuple[Layer, list[tuple[Entry, tarfile.TarInfo]]]] = {}
     followers: list[Entry] = []  # links to those copies, written after them
-    for entry, saved, layer in deferred_links:
-        target = normalise_name(entry.info.linkname, entry.layer) or ""
-        first = copies.get((entry.layer, target))
-        if state.origin.get(target) == entry.layer:
-            sink.add(entry, None)  # the target in the image is the one this layer linked
+    for d in deferred_links:
+        entry, saved = d.entry, d.saved
+        if saved is None:
+            raise SquallError(
+                f"layer {entry.layer} has a hard link {entry.path!r} to {entry.info.linkname!r}, "
+                "which is not a file in the image: rebuild the image without the dangling link")
+        key = (d.source.digest, d.target)
+        first = copies.get(key)
+        info = copy.copy(entry.info)
+        if state.origin.get(d.target) == d.source.digest:
+            info.linkname = d.target  # the file in the image is the one this link linked
+            sink.add(Entry(entry.path, info, entry.layer), None)
         elif first is not None:
-            info = copy.copy(entry.info)
             info.linkname = first
             followers.append(Entry(entry.path, info, entry.layer))
-        elif saved is not None:
-            copies[(entry.layer, target)] = entry.path
+        else:
+            copies[key] = entry.path
             info = copy.copy(saved[0])
             info.name = entry.path
             if saved[1] is not None:
                 sink.add(Entry(entry.path, info, entry.layer), None, saved[1])
             else:  # a streamed layer: its data is read again below
-                reread.setdefault(entry.layer, (layer, []))[1].append(
+                reread.setdefault(d.source.digest, (d.source, []))[1].append(
                     (Entry(entry.path, info, entry.layer), saved[0]))
-        elif target in state.origin:
-            sink.add(entry, None)  # a target from a lower layer, still in the image
-        else:
-            raise SquallError(
-                f"layer {entry.layer} has a hard link {entry.path!r} to {entry.info.linkname!r}, "
-                "which is not a file in the image: rebuild the image without the dangling link")
     for layer, wanted in reread.values():
         _copy_from_stream(layer, wanted, sink)
     for entry in followers:
@@ -364,6 +395,7 @@ def _open_layer(layer: Layer) -> tuple[BinaryIO, Iterable[tarfile.TarInfo], tarf
 def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_Deferred],
                observer: EntryObserver | None) -> int:
     files_here: dict[str, tuple[tarfile.TarInfo, Span | None]] = {}
+    links_here: dict[str, str] = {}  # this layer's hard links: path -> target
     here: dict[str, bool] = {}
     whiteouts: set[str] = set()
     opaque: set[str] = set()
@@ -408,7 +440,7 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 continue  # a second entry for the same path in one layer: first wins
             is_file = info.isfile()
             if info.type == tarfile.LNKTYPE:
-                normalise_name(info.linkname, digest)
+                links_here[path] = normalise_name(info.linkname, digest) or ""
             elif is_file:
                 # streamed layers: no span; the layer is read again if a link needs it
                 files_here.setdefault(path, (info, (fd, info.offset_data) if fd >= 0 else None))
@@ -429,8 +461,7 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
             kept += 1
             _keep(state, path, info)
             if info.type == tarfile.LNKTYPE:
-                target = normalise_name(info.linkname, digest) or ""
-                deferred_links.append((entry, files_here.get(target), layer))
+                deferred_links.append(_Deferred(entry, links_here[path], layer))
                 continue
             if is_file:
                 state.origin[path] = digest
@@ -455,6 +486,7 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 sink.add(entry, None, span)
         if isinstance(stream, GrowingFile):
             stream.verified()  # read while downloading: the digest must match before going on
+        _resolve_links(deferred_links, layer, files_here, links_here, here, whiteouts, opaque)
     except tarfile.TarError as exc:
         if isinstance(stream, GrowingFile):
             stream.verified()  # a download that failed says so, rather than "corrupt"
