@@ -95,6 +95,8 @@ def model(stack: list[list[Op]]) -> dict[str, Node] | None:
                     if node is None or node[0] != "file":
                         DANGLING.append(path)   # refused if it is kept
                         seen.pop(path)
+                        for p in _below(tree, path):   # a non-directory all the same
+                            del tree[p]
                         continue
                     content = node[1]
                 node = ("file", content)
@@ -245,6 +247,11 @@ def check(stack: list[list[Op]], work: Path) -> None:
                 [("file", "b", "22"), ("hardlink", "a/c", "c")]])
 @example(stack=[[("file", "b", "1")], [("whiteout", "b", ""), ("hardlink", "c", "b")]])
 @example(stack=[[("hardlink", "c", "b")], [("file", "b", "1")]])
+# a file between hides the lower directory's entries though a layer above makes it a directory
+@example(stack=[[("file", "a/a", "1")], [("file", "a", "1")], [("dir", "a", "")]])
+@example(stack=[[("file", "c/b", "1")], [("hardlink", "c", "a")], [("file", "c/a", "1")]])
+# a link to a later link of its own layer dangles (tar links names already extracted)
+@example(stack=[[("file", "b", "1"), ("hardlink", "c/a", "a/a"), ("hardlink", "a/a", "b")]])
 # a parent only implied by its child's name stays when the child is whited out above
 @example(stack=[[("file", "a/b", "1")], [("whiteout", "a/b", "")]])
 @example(stack=[[("dir", "a", ""), ("file", "a/b", "1")],

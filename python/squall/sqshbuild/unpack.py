@@ -124,6 +124,9 @@ def _ancestors(path: str) -> Iterator[str]:
 @dataclass
 class _State:
     present: dict[str, bool] = field(default_factory=dict)  # path -> is a directory
+    # Paths at which some layer above had a non-directory: nothing of the layers below lies
+    # under them, even when a layer higher still made them a directory again.
+    cut: set[str] = field(default_factory=set)
     whiteouts: set[str] = field(default_factory=set)
     opaque: set[str] = field(default_factory=set)
     implicit_dirs: set[str] = field(default_factory=set)  # parents of kept entries
@@ -161,8 +164,7 @@ def _hidden(state: _State, path: str) -> bool:
     for parent in _ancestors(path):
         if parent in state.whiteouts or parent in state.opaque:
             return True
-        is_dir = state.present.get(parent)
-        if is_dir is False:
+        if state.present.get(parent) is False or parent in state.cut:
             return True
     return False
 
@@ -264,23 +266,23 @@ def resolve_in_image(state: _State, path: str, shown: str) -> str:
     return "/".join(out)
 
 
-def _resolve_links(deferred_links: list[_Deferred], layer: Layer,
+def _resolve_links(deferred_links: list[_Deferred], own_from: int, layer: Layer,
                    files_here: dict[str, tuple[tarfile.TarInfo, Span | None]],
                    links_here: dict[str, str], here: dict[str, bool], whiteouts: set[str],
                    opaque: set[str]) -> None:
-    """After a layer is read: the pending links (of this layer or above) whose target this
-    layer decides. Its file of that name is the one linked; a hard link of this layer is
-    followed; a directory, symlink, whiteout or opaque parent of that name means no file
-    was there when the link was made (dangling)."""
-    for d in deferred_links:
-        hops = 0
-        while d.pending and d.target in links_here and hops < MAX_SYMLINKS:
-            d.target, hops = links_here[d.target], hops + 1
+    """After a layer is read: the pending links whose target this layer decides (the
+    layer's own links are ``deferred_links[own_from:]``). Its file of that name is the one
+    linked; for a link from above, a hard link of this layer is a file too (its target); a
+    directory, symlink, whiteout or opaque parent of that name means no file was there when
+    the link was made (dangling)."""
+    for i, d in enumerate(deferred_links):
         if not d.pending:
             continue
+        if i < own_from and d.target in links_here:
+            d.target = links_here[d.target]
         if d.target in files_here:
             d.saved, d.source, d.pending = files_here[d.target], layer, False
-        elif (d.target in here or d.target in whiteouts or hops >= MAX_SYMLINKS
+        elif (d.target in here or d.target in whiteouts
               or any(here.get(a) is False or a in whiteouts or a in opaque
                      for a in _ancestors(d.target))):
             d.pending = False
@@ -355,7 +357,7 @@ def _dir_hides(state: _State, d: str, memo: dict[str, bool]) -> bool:
     hides = memo.get(d)
     if hides is None:
         hides = (d in state.whiteouts or d in state.opaque or state.present.get(d) is False
-                 or _dir_hides(state, d.rpartition("/")[0], memo))
+                 or d in state.cut or _dir_hides(state, d.rpartition("/")[0], memo))
         memo[d] = hides
     return hides
 
@@ -405,6 +407,7 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
     marked: set[str] = set()  # parents of this layer's whiteouts: directories of the layer too
     hides: dict[str, bool] = {}
     kept = 0
+    own_from = len(deferred_links)
     stream, members, tar = _open_layer(layer)
     fd = stream.fileno() if tar is None else -1
     digest = layer.digest
@@ -440,7 +443,9 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 continue  # a second entry for the same path in one layer: first wins
             is_file = info.isfile()
             if info.type == tarfile.LNKTYPE:
-                links_here[path] = normalise_name(info.linkname, digest) or ""
+                target = normalise_name(info.linkname, digest) or ""
+                # a link to an earlier link of the layer links that one's file (tar's order)
+                links_here[path] = links_here.get(target, target)
             elif is_file:
                 # streamed layers: no span; the layer is read again if a link needs it
                 files_here.setdefault(path, (info, (fd, info.offset_data) if fd >= 0 else None))
@@ -486,7 +491,8 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 sink.add(entry, None, span)
         if isinstance(stream, GrowingFile):
             stream.verified()  # read while downloading: the digest must match before going on
-        _resolve_links(deferred_links, layer, files_here, links_here, here, whiteouts, opaque)
+        _resolve_links(deferred_links, own_from, layer, files_here, links_here, here,
+                       whiteouts, opaque)
     except tarfile.TarError as exc:
         if isinstance(stream, GrowingFile):
             stream.verified()  # a download that failed says so, rather than "corrupt"
@@ -503,6 +509,8 @@ def _merge_one(layer: Layer, state: _State, sink: Sink, deferred_links: list[_De
                 state.implied.add(d)
     for path, is_dir in here.items():
         present.setdefault(path, is_dir)
+        if not is_dir:
+            state.cut.add(path)
     state.implicit_dirs |= here_parents | (marked - here.keys())
     state.whiteouts |= whiteouts
     state.opaque |= opaque
