@@ -233,7 +233,7 @@ def check(stack: list[list[Op]], work: Path) -> None:
         assert read_tar(buf.getvalue()) == want
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=1000, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.filter_too_much])
 @given(stack=stacks)
