@@ -7,6 +7,8 @@ regex and fires ``times`` times (None: always), then the request is forwarded ag
 * ``("status-endless", code)``: answer ``code`` with an endless chunked body;
 * ``("stall",)``: read the request and never answer;
 * ``("endless",)``: answer 200 and send bytes forever (chunked, no length);
+* ``("trickle", interval)``: forward, but send the body a byte every ``interval`` seconds
+  (never silent for a whole read timeout, never done);
 * ``("replace", body, content_type[, pause])``: answer 200 with this body instead of
   upstream's (with ``pause``: its first half, a pause of that many seconds, the rest).
 
@@ -92,6 +94,8 @@ class FaultProxy:
         try:
             if rule is None:
                 self._forward(h, method)
+            elif kind == "trickle":
+                self._forward(h, method, trickle=rule.action[1])
             elif kind == "status":
                 code, retry_after = rule.action[1], rule.action[2]
                 body = b'{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}'
@@ -141,7 +145,8 @@ class FaultProxy:
             sent += len(chunk)
         h.close_connection = True
 
-    def _forward(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
+    def _forward(self, h: http.server.BaseHTTPRequestHandler, method: str,
+                 trickle: float = 0.0) -> None:
         headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
         try:
             resp = requests.request(method, f"{self.upstream}{h.path}", headers=headers,
@@ -159,7 +164,14 @@ class FaultProxy:
         if method == "HEAD":
             return
         for chunk in resp.raw.stream(64 << 10, decode_content=False):
-            h.wfile.write(chunk)
+            if not trickle:
+                h.wfile.write(chunk)
+                continue
+            for i in range(len(chunk)):
+                if self.stopping.wait(trickle):
+                    return
+                h.wfile.write(chunk[i:i + 1])
+                h.wfile.flush()
 
 
 def silent_server() -> tuple[socket.socket, str]:

@@ -140,6 +140,44 @@ def test_an_endless_blob_stops_at_its_descriptor_size(registry, faulty, cache_di
     assert not list(layers.glob("*.partial")) and not list(layers.glob("*.tmp"))
 
 
+def test_a_trickling_blob_is_cut_and_resumed(registry, faulty, cache_dir, clean_env):
+    """A byte every 0.2 s: never silent for a read timeout, and far below the low speed
+    (1024 bytes/s over each 2 s): cut, then resumed from another answer."""
+    image = push(registry, "faults/trickle", ("a", "a" * 4096), ("b", "b"))
+    top = sha(image.layers[1])
+    faulty.add(top, "trickle", 0.2, times=1)
+    proc, took = sqshbuild(["--cache-dir", str(cache_dir), f"{faulty.host}/faults/trickle:v1"],
+                           clean_env, SQSHBUILD_TIMEOUT="2")
+    assert proc.returncode == 0, proc.stderr
+    assert cat(Path(proc.stdout.strip().splitlines()[-1]), "b") == "b"
+    assert [kind for _, _, kind in faulty.hits(top)] == ["trickle", "forward"]
+    assert took < 20
+
+
+def test_a_blob_that_always_trickles_fails_in_one_line(registry, faulty, cache_dir, clean_env):
+    image = push(registry, "faults/trickles", ("a", "a"))
+    top = sha(image.layers[0])
+    faulty.add(top, "trickle", 0.2, times=None)
+    proc, took = sqshbuild(["--cache-dir", str(cache_dir), f"{faulty.host}/faults/trickles:v1"],
+                           clean_env, SQSHBUILD_TIMEOUT="2", SQSHBUILD_RETRIES="2")
+    err = one_error_line(proc)
+    assert top in err and "kept failing" in err and "SQSHBUILD_LOW_SPEED" in err, err
+    assert len(faulty.hits(top)) == 2
+    assert took < 20
+    layers = cache_dir / "layers" / "sha256"
+    assert not list(layers.glob("*.tmp")) and not list(cache_dir.glob("*.sqsh"))
+
+
+def test_a_trickling_manifest_fails_within_the_deadline(registry, faulty, cache_dir, clean_env):
+    push(registry, "faults/slowman", ("a", "a"))
+    faulty.add(MANIFEST, "trickle", 0.2, times=None)
+    proc, took = sqshbuild(["--cache-dir", str(cache_dir), f"{faulty.host}/faults/slowman:v1"],
+                           clean_env, SQSHBUILD_TIMEOUT="2")
+    err = one_error_line(proc)
+    assert "did not arrive within 2 s" in err, err
+    assert took < 15
+
+
 def test_an_oversized_config_is_refused(registry, faulty, cache_dir, clean_env):
     image = push(registry, "faults/bigconfig", ("a", "a"))
     faulty.add(sha(image.config_blob()), "endless", times=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 
 import pytest
@@ -49,3 +50,25 @@ def test_other_bytes_are_not_published_and_leave_nothing(tmp_path):
         tar.publish(tmp_path / "l.tar", "test")
     tar.close()
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("piece", [1, 3, 4096])
+def test_a_gzip_blob_in_small_pieces_is_inflated(tmp_path, piece):
+    """A slow link may bring the first bytes one by one: the format is told from enough."""
+    blob = gzip.compress(BLOB)
+    tar = _LayerTar(tmp_path / "l.tar.tmp", digest(blob), None, None)
+    tar.start()
+    for i in range(0, len(blob), piece):
+        tar.feed(blob[i:i + piece])
+    tar.publish(tmp_path / "l.tar", "test")
+    tar.close()
+    assert (tmp_path / "l.tar").read_bytes() == BLOB
+
+
+def test_a_blob_shorter_than_a_magic_number_is_kept(tmp_path):
+    tar = _LayerTar(tmp_path / "l.tar.tmp", digest(b"ab"), None, None)
+    tar.start()
+    tar.feed(b"a")
+    tar.feed(b"b")
+    tar.publish(tmp_path / "l.tar", "test")
+    assert (tmp_path / "l.tar").read_bytes() == b"ab"

@@ -23,6 +23,7 @@ from squall.sqshbuild.pipe import grow_pipe
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+SNIFF_BYTES = max(len(GZIP_MAGIC), len(ZSTD_MAGIC))  # what Decoder needs to tell the format
 
 
 def _no_isal() -> bool:

@@ -36,9 +36,10 @@ import requests
 from squall.errors import SquallError
 from squall.sqshbuild.cache import fsync_dir, make_shared_dir
 from squall.sqshbuild.growing import LayerStream
-from squall.sqshbuild.inflate import Decoder
+from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
+from squall.sqshbuild.transport import BodyWatch, body_pieces, low_speed, request_timeout
 
 CHUNK = 1 << 20
 
@@ -215,19 +216,31 @@ class LayerCache:
                 partial.unlink(missing_ok=True)
                 tar.reset()
                 raise _Retry("the registry refused to resume")
+        start = tar.have
         with open(partial, "ab" if tar.have else "wb") as out:
             if resp is not None:
+                window = request_timeout()
+                watch = BodyWatch(resp, window, least=int(low_speed() * window))
                 try:
-                    for chunk in resp.iter_content(CHUNK):
-                        if desc.size and tar.have + len(chunk) > desc.size:  # stop at once
-                            raise _Mismatch(f"is longer than the {desc.size} bytes the "
-                                            "manifest gives")
-                        out.write(chunk)
-                        tar.feed(chunk)
+                    with watch:
+                        for chunk in body_pieces(resp, CHUNK):
+                            if desc.size and tar.have + len(chunk) > desc.size:  # stop at once
+                                raise _Mismatch(f"is longer than the {desc.size} bytes the "
+                                                "manifest gives")
+                            out.write(chunk)
+                            tar.feed(chunk)
+                            watch.add(len(chunk))
                 except (requests.RequestException, ConnectionError) as exc:
-                    raise _Retry(type(exc).__name__) from None
+                    raise _Retry(watch.why or type(exc).__name__) from None
                 finally:
                     resp.close()
+                if watch.why:  # urllib3 1.26 may end a cut body without an error
+                    raise _Retry(watch.why)
+                length = resp.headers.get("Content-Length", "")
+                if length.isdigit() and tar.have < start + int(length):
+                    # shorter than the server said (urllib3 1.26 does not raise): a cut.
+                    # A body as long as the server said but not the blob's fails its digest.
+                    raise _Retry(f"the body ended after {tar.have - start} of {length} bytes")
         tar.publish(final, client.name)
         partial.unlink(missing_ok=True)
         fsync_dir(self.dir)
@@ -288,6 +301,7 @@ class _LayerTar:
         self.hasher = hashlib.sha256()
         self.decoder: Decoder | None = None
         self.out: BinaryIO | None = None
+        self.head = b""  # the first bytes, until there are enough to tell the compression
 
     def start(self) -> None:
         """Begin the tar again from the blob's first byte."""
@@ -301,10 +315,14 @@ class _LayerTar:
 
     def feed(self, chunk: bytes) -> None:
         assert self.out is not None
-        if self.decoder is None:
-            self.decoder = Decoder(chunk, self.out, self.digest)
-        self.decoder.write(chunk)
         self.hasher.update(chunk)
+        if self.decoder is None:
+            # the compression is told by the first bytes: a slow link may bring them one by one
+            self.head += chunk
+            if len(self.head) >= SNIFF_BYTES:
+                self._decode_head()
+        else:
+            self.decoder.write(chunk)
         self.have += len(chunk)
         if self.progress and self.have > self.reported:
             self.progress(self.have - self.reported)
@@ -315,6 +333,8 @@ class _LayerTar:
         got = "sha256:" + self.hasher.hexdigest()
         if got != self.digest:
             raise _Mismatch(f"hashes to {got}")
+        if self.decoder is None and self.head:
+            self._decode_head()  # a blob shorter than a magic number
         if self.decoder is None:
             raise SquallError(f"layer {self.digest} of {source} is empty: re-push the image")
         self.decoder.finish()
@@ -323,8 +343,15 @@ class _LayerTar:
         os.rename(self.tmp, final)
         self.started = False
 
+    def _decode_head(self) -> None:
+        assert self.out is not None
+        self.decoder = Decoder(self.head, self.out, self.digest)
+        self.decoder.write(self.head)
+        self.head = b""
+
     def reset(self) -> None:
         """Drop what was written (the file goes with :meth:`close` or the next start)."""
+        self.head = b""
         if self.decoder is not None:
             self.decoder.close()
             self.decoder = None

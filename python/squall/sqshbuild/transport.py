@@ -9,7 +9,9 @@ read with a size cap.
 * Every request has a total deadline, ``SQSHBUILD_TIMEOUT`` seconds (default 30), retries and
   waits included: a server that accepts the connection and never answers fails within it.
   Manifests, configs and tokens must also arrive in full within it; a blob body may take
-  longer but may not stall for that long between two reads.
+  longer, but must bring at least ``SQSHBUILD_LOW_SPEED`` bytes per second (default 1024)
+  over each such period. A server that trickles (a byte now and then, never silent for a
+  whole read timeout) is cut off by a :class:`BodyWatch`, and the download resumes.
 * Manifests, indexes, configs and token answers are read only up to a cap
   (:data:`MANIFEST_CAP`, :data:`CONFIG_CAP`, :data:`TOKEN_CAP`), never whole into memory
   first.
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 import inspect
 import os
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError
+from urllib3.exceptions import HTTPError, MaxRetryError
 from urllib3.util.retry import Retry
 
 if TYPE_CHECKING:
@@ -34,7 +39,9 @@ from squall.errors import SquallError
 
 TIMEOUT_ENV = "SQSHBUILD_TIMEOUT"
 RETRIES_ENV = "SQSHBUILD_RETRIES"
+LOW_SPEED_ENV = "SQSHBUILD_LOW_SPEED"
 DEFAULT_TIMEOUT = 30.0
+DEFAULT_LOW_SPEED = 1024.0  # bytes per second: slower than this, a 10 GB image never arrives
 DEFAULT_RETRIES = 5
 RETRY_STATUS = (429, 500, 502, 503, 504)
 BACKOFF_FACTOR = 0.5  # 0 s, 1 s, 2 s, 4 s ... (urllib3 2: no wait before the first retry)
@@ -44,6 +51,7 @@ MANIFEST_CAP = 4 << 20  # the distribution registry's own limit on manifests
 CONFIG_CAP = 32 << 20
 TOKEN_CAP = 1 << 20
 _SMALL_ERROR_BODY = 64 << 10
+_PIECE_1_26 = 16 << 10  # urllib3 1.26 (no read1): reads short enough for the BodyWatch
 
 
 def _env_number(name: str, default: float) -> float:
@@ -62,6 +70,11 @@ def _env_number(name: str, default: float) -> float:
 def request_timeout() -> float:
     """Seconds one request may take, retries included (``SQSHBUILD_TIMEOUT``)."""
     return _env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+
+
+def low_speed() -> float:
+    """Bytes per second a blob body must bring, averaged over each request timeout."""
+    return _env_number(LOW_SPEED_ENV, DEFAULT_LOW_SPEED)
 
 
 def retries() -> int:
@@ -180,18 +193,103 @@ def read_capped(resp: requests.Response, cap: int, what: str, until: float) -> b
         raise SquallError(f"{what} is {int(length)} bytes, more than the {cap} allowed: the "
                           "registry is broken or hostile")
     data = bytearray()
+    late = SquallError(f"{what} did not arrive within {request_timeout():g} s "
+                       f"({TIMEOUT_ENV}): the registry is too slow or stuck")
+    watch = BodyWatch(resp, request_timeout(), until=until)
     try:
-        for chunk in resp.iter_content(64 << 10):
-            data += chunk
-            if len(data) > cap:
-                raise SquallError(f"{what} is larger than the {cap} bytes allowed: the "
-                                  "registry is broken or hostile")
-            if time.monotonic() > until:
-                raise SquallError(f"{what} did not arrive within {request_timeout():g} s "
-                                  f"({TIMEOUT_ENV}): the registry is too slow or stuck")
+        with watch:
+            for chunk in resp.iter_content(64 << 10):
+                data += chunk
+                if len(data) > cap:
+                    raise SquallError(f"{what} is larger than the {cap} bytes allowed: the "
+                                      "registry is broken or hostile")
+                if time.monotonic() > until:
+                    raise late
     except requests.RequestException as exc:
+        if watch.why:
+            raise late from None
         raise SquallError(f"the connection broke while reading {what} ({describe(exc)}): "
                           "try again") from None
     finally:
         resp.close()
+    if watch.why:  # urllib3 1.26 may end a cut body without an error
+        raise late
     return bytes(data)
+
+
+class BodyWatch:
+    """Watches a streamed body from a thread of its own and cuts its connection (the socket
+    shut down, so the read blocked on it ends with an error) when the body is too slow:
+    ``until`` (a monotonic time) passed, or fewer than ``least`` bytes (:meth:`add`) came
+    in one ``window`` of seconds. A read timeout cannot see this: it only bounds the silence
+    between two reads, and each read waits for a whole chunk. ``why`` says why it was cut.
+    Use as a context manager around the reads."""
+
+    def __init__(self, resp: requests.Response, window: float, least: int = 0,
+                 until: float | None = None) -> None:
+        self.window, self.least, self.until = window, least, until
+        self.got = 0
+        self.why = ""
+        self._sock = _socket_of(resp)
+        self._done = threading.Event()
+
+    def __enter__(self) -> BodyWatch:
+        if self._sock is not None:
+            threading.Thread(target=self._run, name="body-watch", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+
+    def add(self, n: int) -> None:
+        self.got += n
+
+    def _run(self) -> None:
+        seen = 0
+        while True:
+            wait = self.window
+            if self.until is not None:
+                wait = min(wait, max(0.0, self.until - time.monotonic()))
+            if self._done.wait(wait):
+                return
+            if self.until is not None and time.monotonic() >= self.until:
+                return self._cut(f"not all there within {request_timeout():g} s "
+                                 f"({TIMEOUT_ENV})")
+            if self.least and self.got - seen < self.least:
+                return self._cut(f"{self.got - seen} bytes in {self.window:g} s, slower than "
+                                 f"{self.least / self.window:g} bytes/s ({LOW_SPEED_ENV})")
+            seen = self.got
+
+    def _cut(self, why: str) -> None:
+        self.why = why
+        try:
+            assert self._sock is not None
+            # the plain socket's shutdown, also for TLS: the reader's SSL object stays whole
+            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: the read has ended anyway
+
+
+def _socket_of(resp: requests.Response) -> socket.socket | None:
+    """The socket a streamed response reads from (urllib3 2: ``connection``; 1.26:
+    ``_connection``), or None when it cannot be found (the watch then does nothing)."""
+    raw = resp.raw
+    conn = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def body_pieces(resp: requests.Response, size: int) -> Iterator[bytes]:
+    """A streamed body as it arrives, in pieces of at most ``size`` bytes: each what the
+    socket had (urllib3 2's ``read1``), so that a :class:`BodyWatch` counts bytes when they
+    come rather than when a whole chunk is there; urllib3 1.26 has no ``read1``: reads of
+    16 KiB there. A broken connection raises requests' ``ChunkedEncodingError``."""
+    read1 = getattr(resp.raw, "read1", None)
+    if read1 is None:
+        yield from resp.iter_content(_PIECE_1_26)
+        return
+    try:
+        while piece := read1(size, decode_content=False):
+            yield piece
+    except (HTTPError, OSError) as exc:
+        raise requests.exceptions.ChunkedEncodingError(str(exc)) from None
