@@ -39,7 +39,7 @@ from squall.sqshbuild.growing import LayerStream
 from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
-from squall.sqshbuild.transport import BodyWatch, body_pieces, low_speed, request_timeout
+from squall.sqshbuild.transport import BodyWatch, body_chunks, low_speed, request_timeout
 
 CHUNK = 1 << 20
 
@@ -223,13 +223,12 @@ class LayerCache:
                 watch = BodyWatch(resp, window, least=int(low_speed() * window))
                 try:
                     with watch:
-                        for chunk in body_pieces(resp, CHUNK):
+                        for chunk in body_chunks(resp, CHUNK, watch.add):
                             if desc.size and tar.have + len(chunk) > desc.size:  # stop at once
                                 raise _Mismatch(f"is longer than the {desc.size} bytes the "
                                                 "manifest gives")
                             out.write(chunk)
                             tar.feed(chunk)
-                            watch.add(len(chunk))
                 except (requests.RequestException, ConnectionError) as exc:
                     raise _Retry(watch.why or type(exc).__name__) from None
                 finally:

@@ -24,7 +24,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -279,17 +279,28 @@ def _socket_of(resp: requests.Response) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
-def body_pieces(resp: requests.Response, size: int) -> Iterator[bytes]:
-    """A streamed body as it arrives, in pieces of at most ``size`` bytes: each what the
-    socket had (urllib3 2's ``read1``), so that a :class:`BodyWatch` counts bytes when they
-    come rather than when a whole chunk is there; urllib3 1.26 has no ``read1``: reads of
-    16 KiB there. A broken connection raises requests' ``ChunkedEncodingError``."""
+def body_chunks(resp: requests.Response, size: int,
+                arrived: Callable[[int], None]) -> Iterator[bytes]:
+    """A streamed body in chunks of ``size`` bytes (the last one shorter), read as the
+    socket delivers it (urllib3 2's ``read1``) so that ``arrived`` counts bytes when they
+    come (a :class:`BodyWatch`), not when a whole chunk is there; urllib3 1.26 has no
+    ``read1``: reads of 16 KiB there. Whole chunks go on, because the hashing, the partial
+    file and the inflater cost more per call than per byte. A broken connection raises
+    requests' ``ChunkedEncodingError``."""
     read1 = getattr(resp.raw, "read1", None)
-    if read1 is None:
-        yield from resp.iter_content(_PIECE_1_26)
-        return
+    read, most = (read1, size) if read1 is not None else (resp.raw.read, _PIECE_1_26)
+    pieces: list[bytes] = []
+    have = 0
     try:
-        while piece := read1(size, decode_content=False):
-            yield piece
+        while piece := read(min(most, size - have), decode_content=False):
+            arrived(len(piece))
+            pieces.append(piece)
+            have += len(piece)
+            if have >= size:
+                yield b"".join(pieces)
+                pieces.clear()
+                have = 0
     except (HTTPError, OSError) as exc:
         raise requests.exceptions.ChunkedEncodingError(str(exc)) from None
+    if pieces:
+        yield b"".join(pieces)
