@@ -26,6 +26,7 @@ import os
 import platform
 import random
 import resource
+import shlex
 import shutil
 import socket
 import statistics
@@ -198,6 +199,9 @@ def main() -> None:
     ap.add_argument("--compressors", default="zstd,gzip,lzo-noD,xz",
                     help="also: zstd15 (zstd's default level 15; slow)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--against", type=Path, default=None,
+                    help="another checkout (its C core built): its cold stream build is "
+                         "measured too, interleaved, for a before/after in one run")
     args = ap.parse_args()
     if not os.path.exists(REGISTRY_BIN):
         raise SystemExit("docker-registry is not installed: apt install docker-registry")
@@ -265,16 +269,28 @@ def main() -> None:
             return [*sqsh, "build", "--json", "--pipeline", pipeline, "--cache-dir", str(cache),
                     "--work-dir", str(work), ref]
 
+        def against() -> None:
+            if args.against is not None:
+                other = work / "cache-against"
+                shutil.rmtree(other, ignore_errors=True)
+                measure(f"{COLD}, code of {args.against.name}", build("stream", other),
+                        dict(env, PYTHONPATH=str(args.against.resolve() / "python")))
+                shutil.rmtree(other)
+
         # Interleaved repeats of the cases the target is about, so that load from other
         # work on the machine hits them alike; medians reported.
-        for _ in range(args.repeat):
+        for i in range(args.repeat):
             measure("floor: mksquashfs zstd-3 on the unpacked tree",
                     mksquashfs_argv(str(rootfs), str(work / "floor.sqsh"), zstd))
+            if i % 2:
+                against()  # each goes first in every other repeat: no order effect
             cache = work / "cache-stream"
             shutil.rmtree(cache, ignore_errors=True)
             measure(COLD, build("stream", cache), env)
             for p in cache.glob("*.sqsh"):
                 p.unlink()
+            if not i % 2:
+                against()
             measure("sqshbuild stream, warm layer cache", build("stream", cache), env)
             # The image is now in the cache: a hit (Python's start included).
             measure("sqshbuild, cache hit (whole command)", build("stream", cache), env)
@@ -322,7 +338,7 @@ def main() -> None:
         "",
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()}, "
         f"{os.cpu_count()} CPUs (shared with other work), `python3 bench/bench_sqshbuild.py "
-        f"--size-gb {args.size_gb} --shape {args.shape}`. "
+        f"{' '.join(shlex.quote(a) for a in sys.argv[1:])}`. "
         "Registry: Debian docker-registry on loopback. "
         f"Medians of {args.repeat} interleaved runs for the floor and the stream pipeline, one "
         "run for the others. Gzip layers inflated with "
