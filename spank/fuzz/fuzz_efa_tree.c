@@ -97,23 +97,33 @@ static void rm_base(void)
  * and removes them afterwards. */
 static void make_skeleton(void)
 {
-	char uverbs[200];
-	char *dirs[] = { dmi, ib_class, uverbs, host_efa, host_ofi, img_lib, img_ofi, img_etc };
+	static char uverbs[200];
+	/* each path is a parent (set by an earlier row) and a relative name; mk: made here */
+	const struct {
+		char *out;
+		size_t size;
+		const char *parent, *rel;
+		int mk;
+	} rows[] = {
+		{ sys, sizeof(sys), base, "t/sys", 0 },
+		{ dev, sizeof(dev), base, "t/dev", 0 },
+		{ opt, sizeof(opt), base, "t/opt", 0 },
+		{ img, sizeof(img), base, "t/img", 0 },
+		{ dmi, sizeof(dmi), sys, "devices/virtual/dmi/id", 1 },
+		{ ib_class, sizeof(ib_class), sys, "class/infiniband", 1 },
+		{ uverbs, sizeof(uverbs), dev, "infiniband", 1 },
+		{ host_efa, sizeof(host_efa), opt, "efa/lib", 1 },
+		{ host_ofi, sizeof(host_ofi), opt, "ofi-nccl/lib", 1 },
+		{ img_lib, sizeof(img_lib), img, "usr/lib", 1 },
+		{ img_ofi, sizeof(img_ofi), img, "opt/aws-ofi-nccl/lib", 1 },
+		{ img_etc, sizeof(img_etc), img, "etc", 1 },
+	};
 
-	snprintf(sys, sizeof(sys), "%s/t/sys", base);
-	snprintf(dev, sizeof(dev), "%s/t/dev", base);
-	snprintf(opt, sizeof(opt), "%s/t/opt", base);
-	snprintf(img, sizeof(img), "%s/t/img", base);
-	snprintf(dmi, sizeof(dmi), "%s/devices/virtual/dmi/id", sys);
-	snprintf(ib_class, sizeof(ib_class), "%s/class/infiniband", sys);
-	snprintf(uverbs, sizeof(uverbs), "%s/infiniband", dev);
-	snprintf(host_efa, sizeof(host_efa), "%s/efa/lib", opt);
-	snprintf(host_ofi, sizeof(host_ofi), "%s/ofi-nccl/lib", opt);
-	snprintf(img_lib, sizeof(img_lib), "%s/usr/lib", img);
-	snprintf(img_ofi, sizeof(img_ofi), "%s/opt/aws-ofi-nccl/lib", img);
-	snprintf(img_etc, sizeof(img_etc), "%s/etc", img);
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		mkdirs(dirs[i]);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		snprintf(rows[i].out, rows[i].size, "%s/%s", rows[i].parent, rows[i].rel);
+		if (rows[i].mk)
+			mkdirs(rows[i].out);
+	}
 	write_file(uverbs, "uverbs0", "", 0);
 }
 
