@@ -295,12 +295,15 @@ class _LayerTar:
         self.stream = stream
         self.progress = progress
         self.reported = 0  # bytes given to progress, kept across restarts: none counted twice
-        self.started = False
         self.have = 0
         self.hasher = hashlib.sha256()
         self.decoder: Decoder | None = None
-        self.out: BinaryIO | None = None
+        self.out: BinaryIO | None = None  # open from start() until publish() or reset()
         self.head = b""  # the first bytes, until there are enough to tell the compression
+
+    @property
+    def started(self) -> bool:
+        return self.out is not None
 
     def start(self) -> None:
         """Begin the tar again from the blob's first byte."""
@@ -310,7 +313,6 @@ class _LayerTar:
         self.out = open(self.tmp, "wb")
         if self.stream is not None:
             self.stream.begin(self.tmp)
-        self.started = True
 
     def feed(self, chunk: bytes) -> None:
         assert self.out is not None
@@ -339,8 +341,8 @@ class _LayerTar:
         self.decoder.finish()
         assert self.out is not None
         self.out.close()
+        self.out = None
         os.rename(self.tmp, final)
-        self.started = False
 
     def _decode_head(self) -> None:
         assert self.out is not None
@@ -357,7 +359,6 @@ class _LayerTar:
         if self.out is not None:
             self.out.close()
             self.out = None
-        self.started = False
         self.have = 0
         self.hasher = hashlib.sha256()
 

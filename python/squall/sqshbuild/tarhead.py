@@ -12,6 +12,7 @@ numbers, global PAX headers, the end of the archive, a bad or signed checksum) g
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import tarfile
@@ -110,18 +111,15 @@ class Reader:
         self._f = f
         self._fd = f.fileno()
         self._tar: tarfile.TarFile | None = None
-        # A layer still being downloaded (growing.GrowingFile): reads wait for the bytes,
-        # and a file member is handed out only once its data is in the file.
+        # A layer still being downloaded (growing.GrowingFile): its pread waits for the
+        # bytes, and a file member is handed out only once its data is in the file.
         self._wait: Callable[[int], None] | None = getattr(f, "wait_for", None)
+        self._pread: Callable[[int, int], bytes] = (
+            getattr(f, "pread", None) or functools.partial(os.pread, self._fd))
         self._first = parse(self._pread(BLOCK, 0))
         if self._first is None:  # not plain, or not a tar at all: tarfile says which
             f.seek(0)
             self._tar = tarfile.open(fileobj=f, mode="r:")
-
-    def _pread(self, n: int, offset: int) -> bytes:
-        if self._wait is not None:
-            self._wait(offset + n)
-        return os.pread(self._fd, n, offset)
 
     def _slow(self, offset: int) -> tarfile.TarInfo | None:
         # firstmember and members are TarFile's own attributes, missing from typeshed
