@@ -286,21 +286,28 @@ def body_chunks(resp: requests.Response, size: int,
     come (a :class:`BodyWatch`), not when a whole chunk is there; urllib3 1.26 has no
     ``read1``: reads of 16 KiB there. Whole chunks go on, because the hashing, the partial
     file and the inflater cost more per call than per byte. A broken connection raises
-    requests' ``ChunkedEncodingError``."""
+    requests' ``ChunkedEncodingError``, also when the body ends short of its
+    ``Content-Length`` (urllib3 1.26 ends such a body without an error)."""
     read1 = getattr(resp.raw, "read1", None)
     read, most = (read1, size) if read1 is not None else (resp.raw.read, _PIECE_1_26)
+    length = resp.headers.get("Content-Length", "")
     pieces: list[bytes] = []
-    have = 0
+    have = total = 0
     try:
         while piece := read(min(most, size - have), decode_content=False):
             arrived(len(piece))
             pieces.append(piece)
             have += len(piece)
+            total += len(piece)
             if have >= size:
                 yield b"".join(pieces)
                 pieces.clear()
                 have = 0
     except (HTTPError, OSError) as exc:
-        raise requests.exceptions.ChunkedEncodingError(str(exc)) from None
+        raise requests.exceptions.ChunkedEncodingError(
+            f"the connection broke after {total} bytes ({type(exc).__name__})") from None
     if pieces:
         yield b"".join(pieces)
+    if length.isdigit() and total < int(length):
+        raise requests.exceptions.ChunkedEncodingError(
+            f"the body ended after {total} of {length} bytes")
