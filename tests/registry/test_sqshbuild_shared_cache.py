@@ -12,12 +12,14 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from imagekit import Image, layer
+from conftest import ROOT, Proxy
+from imagekit import Image, layer, sha
+from sqfs import cat
 
 from squall.sqshbuild.cli import main
 
@@ -125,6 +127,53 @@ def test_admin_warms_then_two_users_with_umask_077(place, images, clean_env, mon
     assert len(list(cache.glob("*.sqsh"))) == 3
     # and the users' per-user caches were never needed
     assert not any((place / f"home{uid}" / ".cache").exists() for uid in USERS)
+
+
+def test_a_user_takes_over_a_layer_roots_killed_build_left(place, registry, clean_env):
+    """The admin's warm-up (umask 077) is killed in the middle of a layer: its partial blob
+    and layer file are root's, which no user may write; a user then builds the same image
+    in the same cache: it cannot append to root's bytes, so it starts the layer over and
+    builds, and leaves none of root's leftovers or its own behind."""
+    text = os.urandom(4 << 20).hex()
+    big = layer(("file", "big", text))
+    repo = f"test/users-killed-{uuid.uuid4().hex[:8]}"
+    registry.pusher.push(repo, "v1", Image([layer(("file", "small", "s")), big],
+                                           {"Cmd": ["/bin/true"]}))
+    cache = place / "images"
+    slow = Proxy(registry.base, rate=2 << 20)
+    try:
+        ref = f"{slow.host}/{repo}:v1"
+        root = subprocess.Popen(
+            [sys.executable, "-c", "import os; os.umask(0o077); "
+             "from squall.sqshbuild.cli import main; main()",
+             "build", "--quiet", "--cache-dir", str(cache), ref],
+            env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        partial = cache / "layers" / "sha256" / (sha(big).split(":")[1] + ".partial")
+        deadline = time.monotonic() + 60
+        while not (partial.exists() and partial.stat().st_size > (1 << 20)):
+            assert time.monotonic() < deadline and root.poll() is None, "root never got there"
+            time.sleep(0.05)
+        root.kill()
+        root.wait()
+        assert partial.stat().st_uid == 0 and not partial.stat().st_mode & 0o022
+        slow.rate = 0
+        res = result(as_user(1000, place, "build", "--json", "--cache-dir", str(cache), ref))
+        assert Path(res["path"]).parent == cache and res["cached"] is False
+        assert cat(Path(res["path"]), "big") == text
+        assert slow.gets[sha(big)] == 2  # root's cut download, then the user's whole one
+        layers = cache / "layers" / "sha256"
+        assert not list(layers.glob("*.partial")) and not list(layers.glob("*.tmp"))
+        # root's dead output file is in the sticky root, where only root may remove it:
+        # the user leaves it (and none of its own), root's gc takes it
+        assert all(p.stat().st_uid == 0 for p in cache.glob(".building-*"))
+        subprocess.run([sys.executable, "-c", "from squall.sqshbuild.cli import main; main()",
+                        "gc", "--max-size", "1T", "--cache-dir", str(cache)], check=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
+                       capture_output=True)
+        assert not list(cache.glob(".building-*"))
+    finally:
+        slow.close()
 
 
 def test_directories_an_older_version_made_as_root(place, images, clean_env):
