@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -41,6 +42,14 @@ def place():
         os.chmod(home, 0o700)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+def _known(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
 
 
 def as_user(uid: int, place: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -110,30 +119,41 @@ def test_admin_warms_then_two_users_with_umask_077(place, images, clean_env, mon
         built = result(as_user(uid, place, "build", "--json", "--cache-dir", str(cache),
                                images[own][0]))
         assert built["cached"] is False and Path(built["path"]).parent == cache
-        # the other user's image is readable: copied out of the cache
+        # root's image serves every user; another user's is never used (docs/security.md):
+        # 1001 builds "one" again, from root's base layer and its own download of 1000's
         other = "one" if own == "two" else "warm"
         out_file = place / f"home{uid}" / "copy.sqsh"
-        copied = result(as_user(uid, place, "build", "--json", "--cache-dir", str(cache),
-                                "-o", str(out_file), images[other][0]))
-        assert copied["cached"] is True and out_file.stat().st_uid == uid
+        proc = as_user(uid, place, "build", "--json", "--cache-dir", str(cache), "-o",
+                       str(out_file), images[other][0])
+        copied = result(proc)
+        assert out_file.stat().st_uid == uid
+        assert cat(out_file, other) == other * 1000
+        if other == "warm":
+            assert copied["cached"] is True and "note:" not in proc.stderr, proc.stderr
+        else:
+            assert copied["cached"] is False, proc.stderr
+            owner = pwd.getpwuid(1000).pw_name if _known(1000) else "1000"
+            assert f"note: ignoring {cache}/sha256-" in proc.stderr, proc.stderr
+            assert f"belongs to {owner}, who is not root" in proc.stderr, proc.stderr
     got = modes(cache)
     assert got["."] == "1777"
     for d in ("index", "locks", "layers", "layers/sha256"):
-        assert got[d] == "0777", (d, got)
+        assert got[d] == "1777", (d, got)
     files = {k: v for k, v in got.items() if (cache / k).is_file()}
     assert {v for k, v in files.items() if not k.endswith(".used")} == {"0644"}, files
     assert {v for k, v in files.items() if k.endswith(".used")} == {"0666"}, files
     assert not list(cache.glob(".building-*")) and not list(cache.glob("locks/*"))
     assert len(list(cache.glob("*.sqsh"))) == 3
-    # and the users' per-user caches were never needed
-    assert not any((place / f"home{uid}" / ".cache").exists() for uid in USERS)
+    # the first user's per-user cache was never needed
+    assert not (place / "home1000" / ".cache").exists()
 
 
 def test_a_user_takes_over_a_layer_roots_killed_build_left(place, registry, clean_env):
     """The admin's warm-up (umask 077) is killed in the middle of a layer: its partial blob
-    and layer file are root's, which no user may write; a user then builds the same image
-    in the same cache: it cannot append to root's bytes, so it starts the layer over and
-    builds, and leaves none of root's leftovers or its own behind."""
+    and layer file are root's, which no user may write or remove (a sticky directory); a
+    user then builds the same image in the same cache: it downloads that layer for its
+    build only, publishes the image, leaves nothing of its own; root's gc takes root's
+    leftovers."""
     text = os.urandom(4 << 20).hex()
     big = layer(("file", "big", text))
     repo = f"test/users-killed-{uuid.uuid4().hex[:8]}"
@@ -163,15 +183,19 @@ def test_a_user_takes_over_a_layer_roots_killed_build_left(place, registry, clea
         assert cat(Path(res["path"]), "big") == text
         assert slow.gets[sha(big)] == 2  # root's cut download, then the user's whole one
         layers = cache / "layers" / "sha256"
-        assert not list(layers.glob("*.partial")) and not list(layers.glob("*.tmp"))
-        # root's dead output file is in the sticky root, where only root may remove it:
-        # the user leaves it (and none of its own), root's gc takes it
-        assert all(p.stat().st_uid == 0 for p in cache.glob(".building-*"))
+        left = [*layers.glob("*.partial"), *layers.glob("*.tmp"), *cache.glob(".building-*")]
+        # root's dead files are in sticky directories, where only root may remove them:
+        # the user leaves them (and none of its own), root's gc takes them
+        assert left and all(p.stat().st_uid == 0 for p in left), left
+        assert not [p for p in cache.rglob("*") if p.stat().st_uid == 1000
+                    and p.is_file() and p.suffix not in (".sqsh", ".json", ".used", ".tar",
+                                                         ".ok", ".config")]
         subprocess.run([sys.executable, "-c", "from squall.sqshbuild.cli import main; main()",
                         "gc", "--max-size", "1T", "--cache-dir", str(cache)], check=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
                        capture_output=True)
-        assert not list(cache.glob(".building-*"))
+        assert not list(cache.glob(".building-*")) and not list(layers.glob("*.partial"))
+        assert not list(layers.glob("*.tmp"))
     finally:
         slow.close()
 
@@ -179,7 +203,8 @@ def test_a_user_takes_over_a_layer_roots_killed_build_left(place, registry, clea
 def test_directories_an_older_version_made_as_root(place, images, clean_env):
     """make demo's case: the root belongs to the user (0755), index/ and locks/ were made
     by root 0755 by an older sqshbuild: the user gets a notice naming the directory and
-    the fix, builds in the per-user cache; root's next run repairs the directories."""
+    the fix, builds in the per-user cache. Root's gc does not work in a directory of
+    another user's (one line naming it); the admin's fix from the notice does."""
     cache = place / "images"
     cache.mkdir()
     os.chown(cache, 1000, 1000)
@@ -199,11 +224,17 @@ def test_directories_an_older_version_made_as_root(place, images, clean_env):
     proc = as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
                    images["one"][0])
     assert result(proc)["cached"] is True and "note:" not in proc.stderr
-    # root's gc (or any build as root) repairs the directories: the user builds in place
-    subprocess.run([sys.executable, "-c", "from squall.sqshbuild.cli import main; main()",
-                    "gc", "--max-size", "1T", "--cache-dir", str(cache)], check=True,
-                   env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True)
-    assert (cache / "locks").stat().st_uid == 1000
+    # root trusts no directory of another user's (who could swap what is in it)
+    proc = subprocess.run([sys.executable, "-c", "from squall.sqshbuild.cli import main; "
+                           "main()", "gc", "--max-size", "1T", "--cache-dir", str(cache)],
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{cache} is not safe to use" in proc.stderr and "belongs to" in proc.stderr
+    assert (cache / "index").stat().st_uid == 0
+    # the admin's fix the notice gave: the user builds in place
+    for sub in ("index", "locks"):
+        subprocess.run(["chown", f"--reference={cache}", str(cache / sub)], check=True)
     res = result(as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
                          images["two"][0]))
     assert Path(res["path"]).parent == cache and res["cached"] is False

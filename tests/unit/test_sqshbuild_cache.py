@@ -141,8 +141,9 @@ def test_subdirectories_inherit_a_shared_root_mode(tmp_path):
     os.chmod(root, 0o2775)
     cache = ImageCache.open(root)
     LayerCache(cache.layer_root)
+    # group-writable, so sticky: no member may rename or remove another's entry
     for sub in ("index", "locks", "layers", "layers/sha256"):
-        assert stat.S_IMODE((root / sub).stat().st_mode) == 0o2775, sub
+        assert stat.S_IMODE((root / sub).stat().st_mode) == 0o3775, sub
 
 
 def test_gc_cli(tmp_path):

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -25,6 +26,7 @@ from squall.sqshbuild.cache import (
     disk_error,
     entry_name,
     fsync_dir,
+    may_remove,
     remove_dead_temps,
     remove_dead_work_dirs,
     rmtree_forced,
@@ -136,8 +138,20 @@ class Caches:
                 return known
         return None
 
-    def building(self) -> ImageCache:
-        """The cache a build writes to; says once why it is not the shared one."""
+    def building(self, digest: str = "", variant: str = "") -> ImageCache:
+        """The cache a build writes to; says once why it is not the shared one. An entry
+        whose names are taken there by another user's files (never replaced:
+        docs/security.md) is built in the per-user cache instead."""
+        blocked = self.write.blocked(digest, variant) if digest else ""
+        if blocked:
+            user_root = user_cache_dir().absolute()
+            if user_root == self.write.root:
+                raise SquallError(f"cannot build {digest} in {self.write.root}: {blocked}")
+            user = ImageCache.open(user_root, private=True)
+            log.warning("note: %s; building in the per-user cache %s instead", blocked,
+                        user.root)
+            self.write, self.notice = user, ""
+            return user
         if self.notice:
             log.warning("note: %s", self.notice)
             self.notice = ""
@@ -240,15 +254,16 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
     found = caches.find(digest, variant)
     if found is not None:
         return _hit(found, src, digest, platform, opts)
-    cache = caches.building()
+    cache = caches.building(digest, variant)
     lock = cache.lock(digest, variant)
     if not lock.acquire(done=lambda: cache.has(digest, variant), on_wait=rep.waiting):
         return _hit(cache, src, digest, platform, opts)
+    layers_cache: LayerCache | None = None
     try:
         if cache.has(digest, variant):
             return _hit(cache, src, digest, platform, opts)
         _clean_dead_temps(cache, digest, variant)
-        layers_cache = LayerCache(cache.layer_root)
+        layers_cache = LayerCache(cache.layer_root, cache.trust, opts.work_dir)
         config_bytes = layers_cache.config(client, manifest.config.digest)
         try:
             config = json.loads(config_bytes)
@@ -297,6 +312,11 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
         cache.remember(src.canonical, platform, digest)
     finally:
         lock.release()
+        if layers_cache is not None:
+            try:
+                layers_cache.close()
+            except SquallError:
+                pass  # waited for above; what is left is the private layers' removal
     return BuildResult(result[0], digest, src.canonical, False, opts.elapsed(),
                        result[1], result[2])
 
@@ -312,7 +332,7 @@ def _build_local(src: Source, caches: Caches, platform: str, arch: str,
         found = caches.find(digest, variant)
         if found is not None:
             return _hit(found, src, digest, platform, opts)
-        cache = caches.building()
+        cache = caches.building(digest, variant)
         lock = cache.lock(digest, variant)
         if not lock.acquire(done=lambda: cache.has(digest, variant),
                             on_wait=opts.reporter.waiting):
@@ -346,7 +366,9 @@ def _clean_dead_temps(cache: ImageCache, digest: str, variant: str) -> None:
     this user may not remove stays for its owner or gc)."""
     for p in cache.root.glob(f"{TMP_PREFIX}{entry_name(digest, variant)}.*"):
         try:
-            p.unlink(missing_ok=True)
+            st = p.lstat()
+            if not stat.S_ISDIR(st.st_mode) and may_remove(st, cache.trust):
+                p.unlink()
         except OSError:
             pass
 

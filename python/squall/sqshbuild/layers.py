@@ -24,8 +24,13 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
+import shutil
+import stat
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -34,14 +39,18 @@ from typing import BinaryIO
 import requests
 
 from squall.errors import SquallError
-from squall.sqshbuild.cache import fsync_dir, make_shared_dir
+from squall.sqshbuild import safefs
+from squall.sqshbuild.cache import fsync_dir, may_remove, sub_dir_mode, work_dir_prefix
 from squall.sqshbuild.growing import LayerStream
 from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
 from squall.sqshbuild.transport import BodyWatch, body_chunks, low_speed, request_timeout
+from squall.sqshbuild.trust import Trust
 
+log = logging.getLogger("squall")
 CHUNK = 1 << 20
+CONFIG_LIMIT = 64 << 20  # an image config read back from the cache
 
 
 Progress = Callable[[int], None]
@@ -62,25 +71,76 @@ def _disk_error(exc: OSError, path: Path) -> SquallError:
 
 
 class LayerCache:
-    def __init__(self, root: Path) -> None:
+    """The layer cache at ``root``; ``trust`` says whose layers it uses (docs/security.md).
+
+    A layer whose names in the shared directory are taken by entries this user may not use
+    or replace (another user's tar, marker, partial download or lock) is downloaded into a
+    private directory for this build only (:meth:`close` removes it), with one note."""
+
+    def __init__(self, root: Path, trust: Trust | None = None,
+                 work_dir: Path | None = None) -> None:
         self.root = root
         self.dir = root / "sha256"
+        self.trust = trust or Trust.current()
+        self.work_dir = work_dir
+        self._private: Path | None = None
         self._sync_pool = ThreadPoolExecutor(max_workers=1)
         self._syncs: list[Future[None]] = []
-        make_shared_dir(root, root.parent)
-        make_shared_dir(self.dir, root)
+        self._noted: set[str] = set()
+        _ensure_dir(root)
+        _ensure_dir(self.dir)
 
     def path(self, digest: str) -> Path:
         """The uncompressed layer tar."""
         return self.dir / f"{_hex(digest)}.tar"
 
-
     def has(self, digest: str) -> bool:
-        return self.path(digest).is_file() and self.ok_path(digest).is_file()
+        return self._usable(self.path(digest)) and self._usable(self.ok_path(digest))
 
     def ok_path(self, digest: str) -> Path:
         """Exists once the layer tar is on disk for good (fsynced)."""
         return self.dir / f"{_hex(digest)}.ok"
+
+    def _usable(self, path: Path) -> bool:
+        st = safefs.lstat(path)
+        if st is None:
+            return False
+        why = self.trust.why_not_file(st)
+        if why:
+            self._note(f"note: ignoring {path}: it {why} (docs/security.md); an admin can "
+                       "remove it")
+        return not why
+
+    def _note(self, line: str) -> None:
+        if line not in self._noted:
+            self._noted.add(line)
+            log.warning("%s", line)
+
+    def _taken(self, digest: str) -> str:
+        """Why this layer's names cannot be written here ('' when each is absent or ours
+        to replace)."""
+        h = _hex(digest)
+        for name in (f"{h}.tar", f"{h}.ok", f"{h}.partial", f"{h}.tar.tmp"):
+            st = safefs.lstat(self.dir / name)
+            if st is not None and not (stat.S_ISREG(st.st_mode) and may_remove(st, self.trust)):
+                return f"{self.dir / name} {self.trust.why_not_file(st) or 'is not yours'}"
+        return ""
+
+    def private_dir(self) -> Path:
+        """This build's own layer directory (0700), made on first use."""
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix=work_dir_prefix("layers"),
+                                                  dir=self.work_dir))
+        return self._private
+
+    def close(self) -> None:
+        """Wait for the background fsyncs, then remove the private layers."""
+        try:
+            self.wait_durable()
+        finally:
+            if self._private is not None:
+                shutil.rmtree(self._private, ignore_errors=True)
+                self._private = None
 
     def fetch(self, client: RegistryClient, desc: Descriptor,
               progress: Progress | None = None, stream: LayerStream | None = None) -> Path:
@@ -107,22 +167,32 @@ class LayerCache:
                stream: LayerStream | None) -> Path:
         final = self.path(desc.digest)
         ok = self.ok_path(desc.digest)
-        if ok.is_file() and final.is_file():
+        if self.has(desc.digest):
             if progress:
                 progress(desc.size)
             return final
-        lock = SharedLock(self.dir / f"{_hex(desc.digest)}.lock")
-        if not lock.acquire(done=lambda: ok.is_file() and final.is_file()):
+        lock = SharedLock(self.dir / f"{_hex(desc.digest)}.lock", trust=self.trust)
+        if not lock.acquire(done=lambda: self.has(desc.digest)):
             if progress:
                 progress(desc.size)
             return final
         handed = False
         try:
-            if ok.is_file() and final.is_file():
+            if self.has(desc.digest):
                 if progress:
                     progress(desc.size)
                 return final
-            final.unlink(missing_ok=True)
+            taken = "the layer's lock is not honoured" if lock.unlocked else \
+                self._taken(desc.digest)
+            if taken:
+                self._note(f"note: layer {desc.digest[:19]} is downloaded for this build only: "
+                           f"{taken}")
+                where = self.private_dir()
+                self._download(client, desc, where / final.name, progress, stream)
+                return where / final.name
+            safefs.unlink_own(ok)
+            if safefs.lstat(final) is not None and not safefs.unlink_own(final):
+                final.unlink()  # root: a trusted owner's crashed layer (_taken checked it)
             self._download(client, desc, final, progress, stream)
             self._syncs.append(self._sync_pool.submit(self._make_durable, final, ok, lock))
             handed = True
@@ -133,14 +203,16 @@ class LayerCache:
 
     def _make_durable(self, final: Path, ok: Path, lock: SharedLock) -> None:
         try:
-            fd = os.open(final, os.O_RDONLY)
+            fd = safefs.open_read(final)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            ok.write_bytes(b"")
+            os.close(safefs.create(ok, 0o644))
             fsync_dir(self.dir)
-        except OSError as exc:
+        except (OSError, safefs.Unsafe) as exc:
+            if isinstance(exc, safefs.Unsafe):
+                raise SquallError(f"layer {final} changed under this build: {exc}") from None
             raise _disk_error(exc, final) from None
         finally:
             lock.release()
@@ -153,7 +225,7 @@ class LayerCache:
 
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
                   progress: Progress | None, stream: LayerStream | None) -> None:
-        partial = self.dir / f"{_hex(desc.digest)}.partial"
+        partial = final.with_name(f"{_hex(desc.digest)}.partial")
         tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, stream, progress)
         delay = 0.5
         mismatches = 0
@@ -170,7 +242,7 @@ class LayerCache:
                     delay *= 2
                     continue
                 except _Mismatch as exc:
-                    partial.unlink(missing_ok=True)
+                    safefs.unlink_own(partial)
                     tar.reset()
                     if client.blob_failed(desc.digest):
                         continue  # a mirror served it wrong: the next source
@@ -198,11 +270,14 @@ class LayerCache:
         Otherwise (a killed build's ``partial``) those bytes are hashed and inflated first."""
         if not (tar.started and _size(partial) == tar.have):
             tar.start()
-            # Another user's partial blob (a killed download): not ours to append to.
-            if partial.exists() and not os.access(partial, os.W_OK):
+            # A killed download of this user's: hashed and inflated again, then resumed.
+            # Another's was never left here (:meth:`_taken`) but root's may take a trusted
+            # owner's over: its bytes are only read, and checked by the digest.
+            fd = safefs.open_own(partial, os.O_RDONLY) if safefs.lstat(partial) else None
+            if fd is None and safefs.lstat(partial) is not None:
                 partial.unlink()
-            if partial.exists():
-                with open(partial, "rb") as f:
+            if fd is not None:
+                with os.fdopen(fd, "rb") as f:
                     while chunk := f.read(CHUNK):
                         tar.feed(chunk)
                 if desc.size and tar.have > desc.size:
@@ -213,10 +288,10 @@ class LayerCache:
             if resp.status_code == 416 or (tar.have and resp.status_code == 200):
                 # the registry cannot resume: start over
                 resp.close()
-                partial.unlink(missing_ok=True)
+                safefs.unlink_own(partial)
                 tar.reset()
                 raise _Retry("the registry refused to resume")
-        with open(partial, "ab" if tar.have else "wb") as out:
+        with _open_partial(partial, bool(tar.have)) as out:
             if resp is not None:
                 window = request_timeout()
                 watch = BodyWatch(resp, window, least=int(low_speed() * window))
@@ -237,25 +312,30 @@ class LayerCache:
                 if watch.why:  # a body without a length that the watch cut, ended quietly
                     raise _Retry(watch.why)
         tar.publish(final, client.name)
-        partial.unlink(missing_ok=True)
-        fsync_dir(self.dir)
+        safefs.unlink_own(partial)
+        fsync_dir(final.parent)
 
     def config(self, client: RegistryClient, digest: str) -> bytes:
         """The image config blob, kept beside the layers so a rerun does not fetch it again."""
         path = self.dir / f"{_hex(digest)}.config"
         try:
-            data = path.read_bytes()
+            # checked by its digest, so anyone's copy would do, but a FIFO or a link is
+            # never opened
+            data = safefs.read_file(path, limit=CONFIG_LIMIT)
             if "sha256:" + hashlib.sha256(data).hexdigest() == digest:
                 return data
-        except OSError:
+        except (OSError, safefs.Unsafe):
             pass
         data = client.get_blob(digest)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        if not safefs.owned_by_me(path):
+            return data  # another user's name: never replaced
+        tmp = path.with_name(f"{path.name}.{os.getpid()}~{uuid.uuid4().hex[:8]}.tmp")
         try:
-            tmp.write_bytes(data)
+            with os.fdopen(safefs.create(tmp, 0o644), "wb") as f:
+                f.write(data)
             os.replace(tmp, path)
         except OSError:
-            tmp.unlink(missing_ok=True)  # only a cache: the build goes on without it
+            safefs.unlink_own(tmp)  # only a cache: the build goes on without it
         return data
 
     def fetch_all(self, client: RegistryClient, descs: list[Descriptor], jobs: int = 4,
@@ -304,9 +384,10 @@ class _LayerTar:
     def start(self) -> None:
         """Begin the tar again from the blob's first byte."""
         self.reset()
-        # Another user's leftovers (a killed download): not ours to append to; start over.
-        self.tmp.unlink(missing_ok=True)
-        self.out = open(self.tmp, "wb")
+        # This user's leftovers (a killed download): started over; another user's names
+        # were never handed to this tar (LayerCache._taken)
+        safefs.unlink_own(self.tmp)
+        self.out = os.fdopen(safefs.create(self.tmp, 0o644), "wb")
         if self.stream is not None:
             self.stream.begin(self.tmp)
 
@@ -360,7 +441,35 @@ class _LayerTar:
 
     def close(self) -> None:
         self.reset()
-        self.tmp.unlink(missing_ok=True)
+        safefs.unlink_own(self.tmp)
+
+
+def _open_partial(path: Path, append: bool) -> BinaryIO:
+    """The partial blob to write: this user's own to append to, or a new file (O_EXCL: a
+    name someone planted since is an error, never followed)."""
+    if append:
+        fd = safefs.open_own(path)
+        if fd is None:
+            raise SquallError(f"the partial download {path} is no longer this build's: "
+                              "try again")
+        return os.fdopen(fd, "ab")
+    safefs.unlink_own(path)
+    return os.fdopen(safefs.create(path, 0o644), "wb")
+
+
+def _ensure_dir(d: Path) -> None:
+    """``d`` made when missing (sticky where others may write), never through a link."""
+    if safefs.lstat(d) is not None:
+        return
+    parent = safefs.open_dir(d.parent)
+    try:
+        fd, _created = safefs.make_dir_at(parent, d.name,
+                                          sub_dir_mode(os.fstat(parent).st_mode))
+        os.close(fd)
+    except OSError as exc:
+        raise SquallError(f"cannot create cache directory {d}: {exc.strerror}") from None
+    finally:
+        os.close(parent)
 
 
 def _size(path: Path) -> int:

@@ -7,12 +7,21 @@ owner's host, pid and start time. The owner refreshes the file's mtime every
 same host and the pid no longer exists, or the mtime is older than ``stale_after`` (a
 crashed or SIGKILLed node). Takeover renames the stale file to a unique name first, so of
 two waiters only one wins, then creates the lock afresh.
+
+A lock is honoured only when a trusted owner made it (:mod:`.trust`): another user's lock
+file is ignored at once, with one note, and the build goes on without a lock (publication
+stays atomic; at worst two builds of the same image run). A lock that lies (an mtime in
+the future, a host that never refreshes it) stops counting once its file has not changed
+for ``stale_after`` seconds of this waiter's own clock, so no waiter waits longer than
+that plus one build. A stale lock this user may not remove (another user's, in a sticky
+directory) is left to its owner or root's gc and the build goes on without it.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import socket
 import threading
@@ -22,35 +31,51 @@ from collections.abc import Callable
 from pathlib import Path
 
 from squall.errors import SquallError
+from squall.sqshbuild import safefs
+from squall.sqshbuild.trust import Trust, who
+
+log = logging.getLogger("squall")
 
 HEARTBEAT = 5.0
 STALE_AFTER = 60.0
 
 
 def pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a killed build its parent has not reaped
+    yet is gone all the same)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[:1]
+    except OSError:
         return True
-    return True
+    return state != [b"Z"] and state != [b"X"]
 
 
 class SharedLock:
     def __init__(self, path: Path, heartbeat: float = HEARTBEAT,
-                 stale_after: float = STALE_AFTER) -> None:
+                 stale_after: float = STALE_AFTER, trust: Trust | None = None) -> None:
         self.path = path
         self.heartbeat = heartbeat
         self.stale_after = stale_after
+        self.trust = trust or Trust.current()
         self.host = socket.gethostname()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.held = False
+        self.unlocked = False  # going on without it (an untrusted or unremovable lock)
+        self._seen: tuple[int, int, int, int] | None = None  # the file as last seen
+        self._seen_at = 0.0  # when it last changed, by this process's clock
 
     def try_acquire(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o644)
         except FileExistsError:
             return False
         except OSError as exc:
@@ -81,27 +106,48 @@ class SharedLock:
                 return
 
     def owner(self) -> dict[str, object] | None:
+        """What the lock says of its holder; None when it is absent, untrusted (never
+        read: it may be a FIFO) or malformed."""
         try:
-            data = json.loads(self.path.read_text() or "{}")
+            data = json.loads(safefs.read_file(self.path, self.trust, limit=4096) or b"{}")
             return data if isinstance(data, dict) else None
-        except (OSError, ValueError):
+        except (OSError, ValueError, safefs.Unsafe):
             return None
 
+    def untrusted(self) -> str:
+        """Why the existing lock file does not count ('' when it does, or is absent)."""
+        st = safefs.lstat(self.path)
+        if st is None:
+            return ""
+        return self.trust.why_not_file(st)
+
     def is_stale(self) -> bool:
-        try:
-            age = time.time() - self.path.stat().st_mtime
-        except FileNotFoundError:
+        st = safefs.lstat(self.path)
+        if st is None:
             return False
+        now = time.monotonic()
+        seen = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_uid)
+        if seen != self._seen:
+            self._seen, self._seen_at = seen, now
+        if now - self._seen_at > self.stale_after:
+            return True  # unchanged for the bound by our own clock, whatever it says
         owner = self.owner() or {}
         pid = owner.get("pid")
         if owner.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
             return True
-        return age > self.stale_after
+        age = time.time() - st.st_mtime
+        return age > self.stale_after  # a future mtime counts only by our own clock
 
     def break_stale(self) -> bool:
         """Remove the lock if its owner is gone; True if this process removed it."""
         if not self.is_stale():
             return False
+        st = safefs.lstat(self.path)
+        if st is None:
+            return False
+        if st.st_uid != os.geteuid() and not (os.geteuid() == 0
+                                              and self.trust.owner(st.st_uid)):
+            return False  # another user's: never removed (a sticky directory anyway)
         aside = self.path.with_name(f"{self.path.name}.stale.{uuid.uuid4().hex}")
         try:
             os.rename(self.path, aside)
@@ -125,8 +171,21 @@ class SharedLock:
                 return False
             if self.try_acquire():
                 return True
+            why = self.untrusted()
+            if why:
+                log.warning("note: ignoring the lock %s: it %s (docs/security.md); building "
+                            "without it", self.path, why)
+                self.unlocked = True
+                return True
             if self.break_stale():
                 continue
+            if self.is_stale():
+                st = safefs.lstat(self.path)
+                log.warning("note: the lock %s of %s is stale and not this user's to remove: "
+                            "building without it", self.path,
+                            who(st.st_uid) if st is not None else "?")
+                self.unlocked = True
+                return True
             if not told and on_wait is not None:
                 on_wait(self.owner())
                 told = True

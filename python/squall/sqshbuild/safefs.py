@@ -1,0 +1,191 @@
+"""File operations that follow no link and never block, for directories others write.
+
+The rule (docs/security.md): a directory is used only after it was opened with
+``O_NOFOLLOW|O_DIRECTORY`` and checked (a directory, a trusted owner, sticky where
+untrusted users may write), and so was every directory above it. In such a chain nobody
+but its trusted owners can rename, replace or remove an entry, so a path below it names
+the same directories for as long as the build runs; only the last component can be
+someone else's, and every open of it here says ``O_NOFOLLOW`` (``O_EXCL`` to create,
+``O_NONBLOCK`` so a FIFO or device answers at once) and checks what it got with
+``fstat``. Modes and owners are set with ``fchmod``/``fchown`` on descriptors.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from squall.sqshbuild.trust import Trust, kind
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class Unsafe(Exception):
+    """A path this process must not use; the message is a phrase naming it."""
+
+
+def open_dir(path: Path | str, dir_fd: int | None = None) -> int:
+    """A descriptor of the directory ``path`` (a link there is refused: ``ELOOP``)."""
+    return os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
+
+
+def check_chain(path: Path, trust: Trust) -> None:
+    """Raise :class:`Unsafe` unless every directory from ``/`` down to ``path`` (absolute,
+    links already resolved) is one that only trusted users can rearrange."""
+    fd = open_dir("/")
+    try:
+        for part in path.parts[1:]:
+            try:
+                nxt = open_dir(part, dir_fd=fd)
+            except OSError as exc:
+                where = Path(*path.parts[:path.parts.index(part) + 1])
+                if exc.errno == errno.ELOOP:
+                    raise Unsafe(f"{where} is a symlink") from None
+                raise
+            os.close(fd)
+            fd = nxt
+            why = trust.why_not_dir(os.fstat(fd))
+            if why:
+                here = Path(*path.parts[:path.parts.index(part) + 1])
+                raise Unsafe(f"{here} {why}")
+    finally:
+        os.close(fd)
+
+
+def resolve(path: Path) -> Path:
+    """``path`` absolute with the links of its existing part resolved (the admin's
+    ``/fsx -> /mnt/lustre``); :func:`check_chain` then checks the result."""
+    return Path(os.path.realpath(path))
+
+
+def lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def open_read(path: Path, trust: Trust | None = None) -> int:
+    """Open a regular file for reading without following a link or blocking on a FIFO;
+    with ``trust``, only one :meth:`Trust.why_not_file` accepts. Raises :class:`Unsafe`
+    (what it is instead) or ``OSError`` (``FileNotFoundError`` when absent)."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Unsafe(f"{path} is a symlink") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        why = trust.why_not_file(st) if trust is not None else (
+            "" if stat.S_ISREG(st.st_mode) else f"is not a regular file ({kind(st.st_mode)})")
+        if why:
+            raise Unsafe(f"{path} {why}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_file(path: Path, trust: Trust | None = None, limit: int = 1 << 20) -> bytes:
+    """The bytes of a small regular file (see :func:`open_read`); more than ``limit``
+    bytes is :class:`Unsafe`."""
+    fd = open_read(path, trust)
+    try:
+        data = b""
+        while len(data) <= limit:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return data
+            data += chunk
+        raise Unsafe(f"{path} is larger than {limit} bytes")
+    finally:
+        os.close(fd)
+
+
+def create(path: Path, mode: int = 0o644) -> int:
+    """Create a new file, ``mode`` whatever the umask; an existing name (anyone's link,
+    file or FIFO) is ``FileExistsError``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode)
+    try:
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_own(path: Path, flags: int = os.O_WRONLY | os.O_APPEND) -> int | None:
+    """Open a regular file of this user's for writing (to append to a download); None when
+    the name is someone else's or not a regular file, ``FileNotFoundError`` when absent."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EACCES, errno.EPERM, errno.ENXIO, errno.EISDIR,
+                         errno.ETXTBSY):
+            return None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return fd
+
+
+def owned_by_me(path: Path) -> bool:
+    """``path`` is absent or a regular file or directory of this user's (so replacing or
+    removing it takes nothing of anyone else's)."""
+    st = lstat(path)
+    return st is None or (st.st_uid == os.geteuid()
+                          and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)))
+
+
+def unlink_own(path: Path) -> bool:
+    """Remove ``path`` when it is this user's (or, for root, when it is root's); never
+    another user's entry. True when removed."""
+    st = lstat(path)
+    if st is None or st.st_uid != os.geteuid() or stat.S_ISDIR(st.st_mode):
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def make_dir_at(parent_fd: int, name: str, mode: int,
+                owner: tuple[int, int] | None = None) -> tuple[int, bool]:
+    """Open (creating when missing) the directory ``name`` below ``parent_fd``: the
+    descriptor and whether it was created. A new directory, or an existing one this user
+    owns, gets exactly ``mode`` (and, as root, ``owner``) through its descriptor."""
+    created = False
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+        created = True
+    except FileExistsError:
+        pass
+    try:
+        fd = open_dir(name, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            raise Unsafe(f"{name} is {kind(st.st_mode)}, not a directory") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        euid = os.geteuid()
+        if created or st.st_uid == euid:
+            if euid == 0 and owner is not None and (st.st_uid, st.st_gid) != owner:
+                os.fchown(fd, *owner)
+            if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+                os.fchmod(fd, mode)  # after chown, which clears setgid
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, created
