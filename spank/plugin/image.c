@@ -13,6 +13,7 @@
 
 #include "imageref.h"
 #include "image.h"
+#include "safeopen.h"
 
 void sq_hash_hex(const char *s, size_t len, char out[17])
 {
@@ -38,11 +39,14 @@ int sq_image_check_file(const char *what, const char *path, char identity[17],
 			char *err, size_t errlen)
 {
 	unsigned char magic[4];
+	unsigned int mode;
 	struct stat st;
 	char id[160];
 	int fd, n;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* Stat'ed before it is opened: a FIFO, device, directory or socket put where an image
+	 * is expected is refused without being opened (a FIFO would block slurmstepd). */
+	fd = sq_open_regular(AT_FDCWD, path, 0, &mode);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT || e == ENOTDIR)
@@ -51,14 +55,21 @@ int sq_image_check_file(const char *what, const char *path, char identity[17],
 		else if (e == EACCES)
 			snprintf(err, errlen, "%s: permission denied for the job user on %s: make "
 				 "the file (and its directories) readable by you", what, host());
+		else if (e == EINVAL)
+			snprintf(err, errlen, "%s: %s is %s, not a regular file: give the path of a "
+				 ".sqsh image (a file built by sqshbuild or mksquashfs)", what, path,
+				 sq_file_kind(mode));
+		else if (e == EAGAIN)
+			snprintf(err, errlen, "%s: %s was replaced while it was opened: try again, "
+				 "and keep images where other users cannot replace them", what, path);
 		else
 			snprintf(err, errlen, "%s: cannot open it on %s: %s", what, host(),
 				 strerror(e));
 		return -1;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file: give the path of a .sqsh image",
-			 what);
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "%s: cannot stat it on %s: %s", what, host(),
+			 strerror(errno));
 		close(fd);
 		return -1;
 	}

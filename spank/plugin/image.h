@@ -2,7 +2,9 @@
  * image.h: from --container-image to a squashfs file the runtime can start.
  *
  * A path is checked as the job user (the caller runs with the user's ids): it must
- * exist, be readable and start with the squashfs magic "hsqs". A registry reference
+ * exist, be a regular file (stat'ed first: a FIFO, device, directory or socket is refused
+ * without being opened, core/safeopen.h), be readable and start with the squashfs magic
+ * "hsqs". A registry reference
  * is handed to `sqshbuild build --quiet --cache-dir DIR REF` (run as the user), which
  * pulls it once for the whole cluster into the shared cache and prints the path.
  * The identity (device, inode, size, mtime of the file) binds named containers to
