@@ -18,6 +18,7 @@
 #include "pidfd.h"
 #include "procstat.h"
 #include "reap.h"
+#include "safeopen.h"
 
 /* The keeper's own grace (SIGCONT, then SIGKILL after 10 s) plus its sweep. */
 #define STOP_WAIT_MS 15000
@@ -297,7 +298,7 @@ int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned lon
 	int fd;
 
 	layer_path(path, sizeof(path), dir, jobid, stepid);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
 	if (fd < 0)
 		return -1;
 	n = read(fd, line, sizeof(line) - 1);
@@ -322,7 +323,7 @@ static void sweep_layer(int dirfd_, const char *name, uid_t uid)
 	unsigned long long dev, ino;
 	char buf[64];
 	ssize_t n;
-	int fd = openat(dirfd_, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = sq_open_regular(dirfd_, name, SQ_OPEN_NOFOLLOW, NULL);
 
 	if (fd < 0)
 		return;
@@ -338,8 +339,9 @@ static void sweep_layer(int dirfd_, const char *name, uid_t uid)
 }
 
 /* End the container of one record, as root: the keeper if it is still the recorded process
- * and uid's, then every process of uid in its session. 1 when something ran. */
-static int sweep_record(const char *path, uid_t uid)
+ * and uid's, then every process of uid in its session. 1 when something ran. The record is
+ * the user's file: read only when it is a regular file (a FIFO would block the epilog). */
+static int sweep_record(int dirfd_, const char *name, uid_t uid)
 {
 	char buf[128], state;
 	unsigned long long recorded, start, devs[4], inos[4];
@@ -347,7 +349,7 @@ static int sweep_record(const char *path, uid_t uid)
 	ssize_t n;
 	int fd, ran = 0, pidfd, nns = 0;
 
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = sq_open_regular(dirfd_, name, SQ_OPEN_NOFOLLOW, NULL);
 	if (fd < 0)
 		return 0;
 	n = read(fd, buf, sizeof(buf));
@@ -387,23 +389,26 @@ static int sweep_record(const char *path, uid_t uid)
 	return ran;
 }
 
-int sq_keeper_sweep_job(const char *dir, uint32_t jobid, uid_t uid)
+int sq_keeper_sweep_job(int dirfd_, uint32_t jobid, uid_t uid)
 {
-	char prefix[64], kept[64], path[PATH_MAX];
+	char prefix[64], kept[64];
 	struct dirent *e;
-	DIR *d = opendir(dir);
-	int running = 0;
+	int running = 0, fd = dup(dirfd_);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 
-	if (d == NULL)
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
+	rewinddir(d);   /* a dup shares the offset of dirfd's earlier reads */
 	snprintf(prefix, sizeof(prefix), RECORD_PREFIX "%u.", (unsigned)jobid);
 	while ((e = readdir(d)) != NULL) {
 		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		if (strstr(e->d_name, ".tmp") == NULL)
-			running += sweep_record(path, uid);
-		unlink(path);
+			running += sweep_record(dirfd_, e->d_name, uid);
+		unlinkat(dirfd_, e->d_name, 0);
 	}
 	/* Tasks left in the layers of dead steps, then the sockets and locks of the job's
 	 * kept containers (kept.h). */

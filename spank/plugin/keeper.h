@@ -93,10 +93,12 @@ void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid);
 int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long *dev,
 		  unsigned long long *ino);
 
-/* Job epilog, as root: end every container the job's records in dir still name (keeper,
- * runtime, everything of uid in its session and its mount namespaces) and remove the
- * records, every process of uid left in a recorded layer's mount namespace, and the job's
- * kept-JOBID-* sockets and locks. Returns how many were running. */
-int sq_keeper_sweep_job(const char *dir, uint32_t jobid, uid_t uid);
+/* Job epilog, as root: end every container the job's records in dirfd (the user's runtime
+ * directory, opened O_NOFOLLOW and checked) still name (keeper, runtime, everything of uid
+ * in its session and its mount namespaces) and remove the records, every process of uid
+ * left in a recorded layer's mount namespace, and the job's kept-JOBID-* sockets and locks.
+ * Records are the user's files: read only when regular (never a FIFO, never through a
+ * link), relative to dirfd. Returns how many were running. */
+int sq_keeper_sweep_job(int dirfd, uint32_t jobid, uid_t uid);
 
 #endif

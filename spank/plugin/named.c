@@ -12,6 +12,7 @@
 #include "named.h"
 #include "options.h"
 #include "running.h"
+#include "safeopen.h"
 
 #define IMAGE_RECORD "image-"
 
@@ -157,7 +158,7 @@ static int read_image(const char *runtime_dir, const char *runtime_name, char id
 
 	*text = NULL;
 	record_path(path, sizeof(path), runtime_dir, runtime_name);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
 	if (fd < 0)
 		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);

@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "procstat.h"
 #include "running.h"
+#include "safeopen.h"
 
 #define RECORD_PREFIX "running-"
 
@@ -112,7 +114,8 @@ int sq_running_read_ns(const char *dir, const char *name, pid_t *pid,
 	int fd;
 
 	record_path(path, sizeof(path), dir, name);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* Read as root at the step's end too: a FIFO or link planted there is not opened. */
+	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
 	if (fd < 0)
 		return -1;
 	n = read(fd, buf, sizeof(buf));
@@ -143,4 +146,60 @@ void sq_running_forget(const char *dir, const char *name, pid_t pid)
 		record_path(path, sizeof(path), dir, name);
 		unlink(path);
 	}
+}
+
+/* name (after the prefix) is pyxis_JOBID.STEPID, or with scope_job pyxis_JOBID_NAME, either
+ * possibly followed by a temp suffix ".tmp.PID". */
+static int job_record(const char *name, const char *job, int scope_job)
+{
+	size_t jl = strlen(job);
+	const char *p;
+
+	if (strncmp(name, job, jl) != 0)
+		return 0;
+	p = name + jl;
+	if (*p == '_')
+		return scope_job && p[1] != '\0';
+	if (*p++ != '.' || *p < '0' || *p > '9')
+		return 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p == '\0')
+		return 1;
+	if (strncmp(p, ".tmp.", 5) != 0 || p[5] == '\0')
+		return 0;
+	for (p += 5; *p >= '0' && *p <= '9'; p++)
+		;
+	return *p == '\0';
+}
+
+int sq_running_sweep_job(int dirfd_, uint32_t jobid, int scope_job)
+{
+	size_t plen = strlen(RECORD_PREFIX);
+	char job[32];
+	struct dirent *e;
+	int removed = 0, fd = dup(dirfd_);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	rewinddir(d);   /* a dup shares the offset of dirfd's earlier reads */
+	snprintf(job, sizeof(job), "pyxis_%u", (unsigned)jobid);
+	while ((e = readdir(d)) != NULL) {
+		struct stat s;
+
+		if (strncmp(e->d_name, RECORD_PREFIX, plen) != 0 ||
+		    !job_record(e->d_name + plen, job, scope_job))
+			continue;
+		/* Only the records themselves: a link, FIFO or directory under such a name is
+		 * not ours to remove. */
+		if (fstatat(dirfd_, e->d_name, &s, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(s.st_mode) &&
+		    unlinkat(dirfd_, e->d_name, 0) == 0)
+			removed++;
+	}
+	closedir(d);
+	return removed;
 }

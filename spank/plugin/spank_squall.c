@@ -49,6 +49,7 @@
 #include "report.h"
 #include "runcmd.h"
 #include "running.h"
+#include "safeopen.h"
 #include "save.h"
 #include "seccomp.h"
 #include "stepconf.h"
@@ -159,58 +160,67 @@ static int post_opt_local(void)
 
 static int make_runtime_dir(void)
 {
-	char user_dir[PATH_MAX];
+	char err[PATH_MAX + 256], name[16];
+	int top, fd;
 
-	/* As root: runtime_path/ (root, 0755) then runtime_path/UID (the user, 0700). */
-	if (mkdir(cfg.runtime_path, 0755) < 0 && errno != EEXIST)
-		goto fail;
-	snprintf(user_dir, sizeof(user_dir), "%s/%u", cfg.runtime_path, (unsigned)st.uid);
-	if (mkdir(user_dir, 0700) < 0) {
-		struct stat s;
-		if (errno != EEXIST || lstat(user_dir, &s) < 0 || !S_ISDIR(s.st_mode) ||
-		    s.st_uid != st.uid) {
-			sq_report_error("runtime directory %s is not a directory owned by the job "
-					"user: remove it (plugstack.conf runtime_path=%s)", user_dir,
-					cfg.runtime_path);
-			return -1;
-		}
-	} else if (chown(user_dir, st.uid, st.gid) < 0) {
-		goto fail;
+	/* As root: runtime_path/ (root's, 0755) then runtime_path/UID (the user's, 0700), both
+	 * opened O_NOFOLLOW|O_DIRECTORY and checked, the user's given away through its
+	 * descriptor (core/safeopen.h): a link or another user's directory is refused. */
+	if (mkdir(cfg.runtime_path, 0755) < 0 && errno != EEXIST) {
+		sq_report_error("cannot create the runtime directory %s: %s (plugstack.conf "
+				"runtime_path)", cfg.runtime_path, strerror(errno));
+		return -1;
 	}
-	snprintf(st.runtime_dir, sizeof(st.runtime_dir), "%s", user_dir);
+	top = sq_dir_open_checked(AT_FDCWD, cfg.runtime_path, -1, err, sizeof(err));
+	if (top < 0) {
+		sq_report_error("the runtime directory: %s (plugstack.conf runtime_path)", err);
+		return -1;
+	}
+	snprintf(name, sizeof(name), "%u", (unsigned)st.uid);
+	fd = sq_dir_make_checked(top, cfg.runtime_path, name, (long)st.uid, (long)st.gid, 0700,
+				 err, sizeof(err));
+	close(top);
+	if (fd < 0) {
+		sq_report_error("the runtime directory of the job user: %s (plugstack.conf "
+				"runtime_path=%s)", err, cfg.runtime_path);
+		return -1;
+	}
+	close(fd);
+	snprintf(st.runtime_dir, sizeof(st.runtime_dir), "%s/%s", cfg.runtime_path, name);
 	return 0;
-fail:
-	sq_report_error("cannot create the runtime directory under %s: %s (plugstack.conf "
-			"runtime_path)", cfg.runtime_path, strerror(errno));
-	return -1;
 }
 
-/* As root: local_cache/ (root, 0755) then local_cache/UID (the user, 0700), where the
- * user's own extracted images go (extracted.h). Without it, steps read from squashfuse. */
+/* As root: local_cache/ (root's, 0755) then local_cache/UID (the user's, 0700), where the
+ * user's own extracted images go (extracted.h), made and checked as the runtime directory
+ * is. Without it, steps read from squashfuse. */
 static void make_cache_dir(void)
 {
-	char dir[PATH_MAX];
-	struct stat s;
+	char err[PATH_MAX + 256], name[16];
+	int top, fd;
 
 	st.cache_dir[0] = '\0';
 	if (cfg.local_cache_gb <= 0)
 		return;
-	if (mkdir(cfg.local_cache, 0755) < 0 && errno != EEXIST)
-		goto off;
-	snprintf(dir, sizeof(dir), "%s/%u", cfg.local_cache, (unsigned)st.uid);
-	if (mkdir(dir, 0700) == 0) {
-		if (chown(dir, st.uid, st.gid) < 0)
-			goto off;
-	} else if (errno != EEXIST || lstat(dir, &s) < 0 || !S_ISDIR(s.st_mode) ||
-		   s.st_uid != st.uid) {
+	if (mkdir(cfg.local_cache, 0755) < 0 && errno != EEXIST) {
+		snprintf(err, sizeof(err), "cannot create %s: %s", cfg.local_cache,
+			 strerror(errno));
 		goto off;
 	}
-	snprintf(st.cache_dir, sizeof(st.cache_dir), "%s", dir);
+	top = sq_dir_open_checked(AT_FDCWD, cfg.local_cache, -1, err, sizeof(err));
+	if (top < 0)
+		goto off;
+	snprintf(name, sizeof(name), "%u", (unsigned)st.uid);
+	fd = sq_dir_make_checked(top, cfg.local_cache, name, (long)st.uid, (long)st.gid, 0700,
+				 err, sizeof(err));
+	close(top);
+	if (fd < 0)
+		goto off;
+	close(fd);
+	snprintf(st.cache_dir, sizeof(st.cache_dir), "%s/%s", cfg.local_cache, name);
 	return;
 off:
-	slurm_info("squall: no node-local cache of extracted images in %s (%s): steps read "
-		   "their images through squashfuse (plugstack.conf local_cache)",
-		   cfg.local_cache, strerror(errno));
+	slurm_info("squall: no node-local cache of extracted images: %s; steps read their "
+		   "images through squashfuse (plugstack.conf local_cache)", err);
 }
 
 static int post_opt_remote(spank_t sp)
@@ -1106,18 +1116,41 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* A container whose step could not stop it (slurmstepd killed, and its keeper with it)
- * is ended here, from the records its steps left (keeper.h). */
-static void epilog_end_containers(uint32_t jobid, uid_t uid)
+/* The user's runtime directory for the job epilog, as root: runtime_path (root's) and
+ * runtime_path/UID opened O_NOFOLLOW|O_DIRECTORY and checked; -1 when there is none (no
+ * container step ran here) or it is refused (a line in slurmd's log). */
+static int epilog_runtime_dir(uint32_t jobid, uid_t uid)
 {
-	char dir[PATH_MAX];
+	char err[PATH_MAX + 256], name[16];
+	int top, fd;
+
+	top = sq_dir_open_checked(AT_FDCWD, cfg.runtime_path, -1, err, sizeof(err));
+	if (top < 0) {
+		if (errno != ENOENT)
+			slurm_error("squall: job %u: %s (plugstack.conf runtime_path)",
+				    (unsigned)jobid, err);
+		return -1;
+	}
+	snprintf(name, sizeof(name), "%u", (unsigned)uid);
+	fd = sq_dir_open_checked(top, name, (long)uid, err, sizeof(err));
+	if (fd < 0 && errno != ENOENT)
+		slurm_error("squall: job %u: %s/%s", (unsigned)jobid, cfg.runtime_path, err);
+	close(top);
+	return fd;
+}
+
+/* A container whose step could not stop it (slurmstepd killed, and its keeper with it)
+ * is ended here, from the records its steps left (keeper.h), and the records a killed
+ * slurmstepd could not remove go (running.h). */
+static void epilog_end_containers(int dirfd_, uint32_t jobid, uid_t uid)
+{
 	int n;
 
-	snprintf(dir, sizeof(dir), "%s/%u", cfg.runtime_path, (unsigned)uid);
-	n = sq_keeper_sweep_job(dir, jobid, uid);
+	n = sq_keeper_sweep_job(dirfd_, jobid, uid);
 	if (n > 0)
 		slurm_info("squall: job %u: ended %d container(s) its steps left running",
 			   (unsigned)jobid, n);
+	sq_running_sweep_job(dirfd_, jobid, cfg.container_scope == SQ_SCOPE_JOB);
 }
 
 /* slurmd, as root, after the job: remove the job's named containers, pyxis_JOBID_*
@@ -1129,8 +1162,10 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	char *enroot = NULL;
 	struct passwd pw, *res = NULL;
 	struct sq_cred cred;
+	struct stat mst;
 	uint32_t jobid;
 	uid_t uid;
+	int rtfd;
 
 	/* Slurm does not call slurm_spank_init before the job epilog: read the
 	 * plugstack arguments here. */
@@ -1146,17 +1181,21 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		slurm_error("squall: job epilog: no job id or user id from Slurm");
 		return 0;
 	}
-	epilog_end_containers(jobid, uid);
-	if (cfg.container_scope != SQ_SCOPE_JOB)
+	rtfd = epilog_runtime_dir(jobid, uid);
+	if (rtfd < 0)
 		return 0;
-	snprintf(marker, sizeof(marker), "%s/%u/job%u.names", cfg.runtime_path, (unsigned)uid,
-		 (unsigned)jobid);
-	if (access(marker, F_OK) < 0)
+	epilog_end_containers(rtfd, jobid, uid);
+	snprintf(marker, sizeof(marker), "job%u.names", (unsigned)jobid);
+	if (cfg.container_scope != SQ_SCOPE_JOB ||
+	    fstatat(rtfd, marker, &mst, AT_SYMLINK_NOFOLLOW) < 0) {
+		close(rtfd);
 		return 0;
+	}
 	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL ||
 	    sq_cred_init(&cred, uid, pw.pw_gid, err, sizeof(err)) < 0) {
 		slurm_error("squall: job %u: cannot look up user %u to remove its containers",
 			    (unsigned)jobid, (unsigned)uid);
+		close(rtfd);
 		return 0;
 	}
 	if (cfg.enroot != NULL)
@@ -1176,7 +1215,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	snprintf(prefix, sizeof(prefix), "pyxis_%u_", (unsigned)jobid);
 	if (enroot != NULL && sq_named_remove_prefix(&rt, dir, prefix, err, sizeof(err)) < 0)
 		slurm_error("squall: job %u: removing its containers: %s", (unsigned)jobid, err);
-	unlink(marker);
+	unlinkat(rtfd, marker, 0);
+	close(rtfd);
 	free(enroot);
 	sq_cred_free(&cred);
 	return 0;
