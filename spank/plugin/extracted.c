@@ -21,6 +21,8 @@
 
 #include "extracted.h"
 #include "nodecache.h"
+#include "procstat.h"
+#include "safeopen.h"
 
 #define IOPRIO_CLASS_IDLE 3
 #define IOPRIO_WHO_PROCESS 1
@@ -32,10 +34,37 @@ static void entry_path(char *buf, size_t len, const char *dir, const char *key,
 		buf[0] = '\0';   /* too long: names nothing */
 }
 
+/* The user's cache directory, opened O_NOFOLLOW|O_DIRECTORY and checked (a directory of the
+ * caller's or root's, not writable by others): entries are reached relative to it. */
+static int open_cache(const char *cache_dir)
+{
+	char err[512];
+
+	return sq_dir_open_checked(AT_FDCWD, cache_dir, (long)getuid(), err, sizeof(err));
+}
+
+/* KEY.lock in the cache, a regular file (made when create is set), or -1. */
+static int open_lock(int dfd, const char *key, int create)
+{
+	char name[64];
+	struct stat st;
+	int fd;
+
+	snprintf(name, sizeof(name), "%s.lock", key);
+	fd = openat(dfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0),
+		    0600);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 int sq_extracted_key(const char *path, const char *identity, char key[33])
 {
 	unsigned char sb[96];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = sq_open_regular(AT_FDCWD, path, 0, NULL);
 	ssize_t n = fd >= 0 ? pread(fd, sb, sizeof(sb), 0) : -1;
 
 	if (fd >= 0)
@@ -67,11 +96,11 @@ int sq_extracted_ready(const char *cache_dir, const char *key)
 
 int sq_extracted_hold(const char *cache_dir, const char *key)
 {
-	char path[PATH_MAX];
-	int fd;
+	int dfd = open_cache(cache_dir);
+	int fd = dfd >= 0 ? open_lock(dfd, key, 1) : -1;
 
-	entry_path(path, sizeof(path), cache_dir, key, ".lock");
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (dfd >= 0)
+		close(dfd);
 	if (fd < 0)
 		return -1;
 	if (flock(fd, LOCK_SH | LOCK_NB) < 0 || !sq_extracted_ready(cache_dir, key)) {
@@ -130,100 +159,169 @@ static int is_key(const char *name, size_t len)
 	return 1;
 }
 
-void sq_extracted_evict(const char *cache_dir, unsigned long long max_bytes)
+/* An extraction KEY.tmp-PID is dead when its process is gone or a zombie (kill(pid, 0)
+ * succeeds on a zombie), or when nobody holds KEY's lock: its extraction holds it from
+ * before it makes the directory until it is renamed or removed, so a free lock means the
+ * PID was reused. held_key: the key whose lock the caller holds (nobody else extracts it). */
+static int extraction_dead(int dfd, const char *key, long pid, const char *held_key)
 {
-	struct sq_cache_entry entries[256];
-	char keys[256][33], path[PATH_MAX];
-	int locks[256], mark[256];
+	unsigned long long start;
+	char state;
+	int fd, free_lock;
+
+	if (pid <= 0 || pid > INT_MAX || sq_procstat_read(pid, &state, &start) < 0 ||
+	    state == 'Z' || state == 'X')
+		return 1;
+	if (held_key != NULL && strcmp(key, held_key) == 0)
+		return 1;
+	fd = open_lock(dfd, key, 0);
+	if (fd < 0)
+		return errno == ENOENT;
+	free_lock = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return free_lock;
+}
+
+/* Bytes of KEY.size, 0 when it is missing or not a regular file (never followed). */
+static unsigned long long read_size(int dfd, const char *key)
+{
+	unsigned long long bytes = 0;
+	char name[64], buf[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(name, sizeof(name), "%s.size", key);
+	fd = sq_open_regular(dfd, name, SQ_OPEN_NOFOLLOW, NULL);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (sscanf(buf, "%llu", &bytes) != 1)
+		bytes = 0;
+	return bytes;
+}
+
+static void evict_in(int dfd, const char *cache_dir, unsigned long long max_bytes,
+		     const char *held_key)
+{
+	struct sq_cache_entry entries[257];
+	char keys[257][33], path[PATH_MAX], name[64];
+	int locks[257], mark[257];
+	unsigned long long extracting = 0;
 	size_t n = 0;
 	struct dirent *e;
-	DIR *d = opendir(cache_dir);
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 
-	if (d == NULL)
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
+	rewinddir(d);   /* a dup shares the offset of dirfd's earlier reads */
+	/* Extractions first, while no lock of a complete entry is held here: dead ones (and
+	 * removals cut short) go, live ones count toward the limit while they exist. */
 	while ((e = readdir(d)) != NULL) {
 		const char *dot = strchr(e->d_name, '.');
-		size_t len = dot ? (size_t)(dot - e->d_name) : strlen(e->d_name);
+		char key[33];
+
+		if (dot == NULL || !is_key(e->d_name, (size_t)(dot - e->d_name)) ||
+		    (strncmp(dot, ".tmp-", 5) != 0 && strncmp(dot, ".del-", 5) != 0))
+			continue;
+		memcpy(key, e->d_name, 32);
+		key[32] = '\0';
+		entry_path(path, sizeof(path), cache_dir, e->d_name, "");
+		if (dot[1] == 'd' ||
+		    extraction_dead(dfd, key, strtol(dot + 5, NULL, 10), held_key)) {
+			remove_tree(path);
+		} else {
+			tree_bytes = 0;
+			nftw(path, add_size, 32, FTW_PHYS);
+			extracting += tree_bytes;
+		}
+	}
+	rewinddir(d);
+	while ((e = readdir(d)) != NULL) {
 		struct stat st;
 
-		if (!is_key(e->d_name, len))
-			continue;
-		if (dot != NULL && (strncmp(dot, ".tmp-", 5) == 0 || strncmp(dot, ".del-", 5) == 0)) {
-			/* An extraction whose process is gone, or a removal cut short. */
-			long pid = strtol(dot + 5, NULL, 10);
-			if (dot[1] == 'd' || pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH)) {
-				entry_path(path, sizeof(path), cache_dir, e->d_name, "");
-				remove_tree(path);
-			}
-			continue;
-		}
-		if (dot != NULL || n == 256)
+		if (!is_key(e->d_name, strlen(e->d_name)) || n == 256)
 			continue;
 		memcpy(keys[n], e->d_name, 32);
 		keys[n][32] = '\0';
-		entry_path(path, sizeof(path), cache_dir, keys[n], ".lock");
-		locks[n] = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		locks[n] = open_lock(dfd, keys[n], 1);
 		entries[n].in_use = locks[n] < 0 || flock(locks[n], LOCK_EX | LOCK_NB) < 0;
 		entries[n].last_use = locks[n] >= 0 && fstat(locks[n], &st) == 0 ?
 				      (long long)st.st_mtime : 0;
-		entries[n].bytes = 0;
-		entry_path(path, sizeof(path), cache_dir, keys[n], ".size");
-		{
-			FILE *f = fopen(path, "re");
-			if (f != NULL) {
-				if (fscanf(f, "%llu", &entries[n].bytes) != 1)
-					entries[n].bytes = 0;
-				fclose(f);
-			}
-		}
+		entries[n].bytes = read_size(dfd, keys[n]);
 		n++;
 	}
 	closedir(d);
+	if (extracting > 0) {
+		/* The trees being extracted: never evicted, counted. */
+		entries[n] = (struct sq_cache_entry){ extracting, (long long)time(NULL), 1 };
+		keys[n][0] = '\0';
+		locks[n++] = -1;
+	}
 	sq_cache_evict_plan(entries, n, max_bytes, SQ_CACHE_MAX_AGE_S, (long long)time(NULL),
 			    mark);
 	for (size_t i = 0; i < n; i++) {
-		if (mark[i]) {
-			char from[PATH_MAX], to[PATH_MAX + 32];
+		if (mark[i] && keys[i][0]) {
 			/* Renamed first: a tree half removed is never taken for a complete one. */
-			entry_path(from, sizeof(from), cache_dir, keys[i], "");
-			snprintf(to, sizeof(to), "%s.del-%d", from, (int)getpid());
-			if (rename(from, to) == 0)
-				remove_tree(to);
-			entry_path(from, sizeof(from), cache_dir, keys[i], ".size");
-			unlink(from);
+			snprintf(name, sizeof(name), "%.32s.del-%d", keys[i], (int)getpid());
+			entry_path(path, sizeof(path), cache_dir, name, "");
+			if (renameat(dfd, keys[i], dfd, name) == 0)
+				remove_tree(path);
+			snprintf(name, sizeof(name), "%.32s.size", keys[i]);
+			unlinkat(dfd, name, 0);
 		}
 		if (locks[i] >= 0)
 			close(locks[i]);
 	}
 }
 
+void sq_extracted_evict(const char *cache_dir, unsigned long long max_bytes)
+{
+	int dfd = open_cache(cache_dir);
+
+	if (dfd < 0)
+		return;
+	evict_in(dfd, cache_dir, max_bytes, NULL);
+	close(dfd);
+}
+
 int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
 		       const char *unsquashfs, unsigned long long max_bytes)
 {
-	char lock[PATH_MAX], tmp[PATH_MAX], dest[PATH_MAX + 8], final[PATH_MAX], size[PATH_MAX];
-
-	if (strlen(cache_dir) + 64 >= PATH_MAX)
-		return -1;
-	int fd, status = -1, rc = -1;
+	char tmpname[64], name[64], tmp[PATH_MAX], dest[PATH_MAX + 8];
+	int dfd, fd, sfd, status = -1, rc = -1, sized = 0;
 	pid_t pid;
 
+	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32)
+		return -1;
 	setpriority(PRIO_PROCESS, 0, 19);
 	syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE << 13);
-	entry_path(lock, sizeof(lock), cache_dir, key, ".lock");
-	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if ((dfd = open_cache(cache_dir)) < 0)
+		return -1;
+	fd = open_lock(dfd, key, 1);
 	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (fd >= 0)
 			close(fd);
+		close(dfd);
 		return 0;    /* another job extracts it (or uses it: then it is complete) */
 	}
 	if (sq_extracted_ready(cache_dir, key)) {
 		close(fd);
+		close(dfd);
 		return 0;
 	}
-	sq_extracted_evict(cache_dir, max_bytes);
-	snprintf(tmp, sizeof(tmp), "%s/%s.tmp-%d", cache_dir, key, (int)getpid());
+	evict_in(dfd, cache_dir, max_bytes, key);
+	snprintf(tmpname, sizeof(tmpname), "%s.tmp-%d", key, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s/%s", cache_dir, tmpname);
 	snprintf(dest, sizeof(dest), "%s/rootfs", tmp);
-	if (mkdir(tmp, 0700) < 0)
+	if (mkdirat(dfd, tmpname, 0700) < 0)
 		goto out;
 	pid = fork();
 	if (pid == 0) {
@@ -245,28 +343,33 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	{
 		/* On disk before it is published: a crash never leaves a complete-looking,
 		 * empty tree. */
-		int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			syncfs(dfd);
-			close(dfd);
+		int tfd = openat(dfd, tmpname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (tfd >= 0) {
+			syncfs(tfd);
+			close(tfd);
 		}
 	}
-	entry_path(size, sizeof(size), cache_dir, key, ".size");
-	{
-		FILE *f = fopen(size, "we");
-		if (f != NULL) {
-			fprintf(f, "%llu\n", tree_bytes);
-			fclose(f);
-		}
+	snprintf(name, sizeof(name), "%s.size", key);
+	sfd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		     0600);
+	if (sfd >= 0) {
+		sized = dprintf(sfd, "%llu\n", tree_bytes) > 0;
+		close(sfd);
 	}
-	entry_path(final, sizeof(final), cache_dir, key, "");
-	if (rename(tmp, final) == 0)
+	if (renameat(dfd, tmpname, dfd, key) == 0)
 		rc = 0;
 out:
-	if (rc < 0)
+	if (rc < 0) {
 		remove_tree(tmp);
+		if (sized)
+			unlinkat(dfd, name, 0);
+	} else {
+		/* The new tree counts now (it is never evicted itself: its lock is held here). */
+		evict_in(dfd, cache_dir, max_bytes, NULL);
+	}
 	futimens(fd, NULL);
 	close(fd);
+	close(dfd);
 	return rc;
 }
 

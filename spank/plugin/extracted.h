@@ -9,7 +9,8 @@
  *   CACHE/UID/KEY.size          its size in bytes (for eviction)
  *   CACHE/UID/KEY.lock          held shared while a container uses the tree, exclusive
  *                               while it is extracted or evicted; its mtime is the last use
- *   CACHE/UID/KEY.tmp-PID/      an extraction in progress (or left by a killed one)
+ *   CACHE/UID/KEY.tmp-PID/      an extraction in progress (or left by a killed one, removed
+ *                               by the next extraction or eviction)
  */
 #ifndef SQUALL_PLUGIN_EXTRACTED_H
 #define SQUALL_PLUGIN_EXTRACTED_H
@@ -34,13 +35,18 @@ int sq_extracted_ready(const char *cache_dir, const char *key);
 int sq_extracted_hold(const char *cache_dir, const char *key);
 
 /* Extract image into CACHE_DIR/KEY with unsquashfs (absolute path), unless it is there or
- * another process is extracting it; then evict (max_bytes, SQ_CACHE_MAX_AGE_S). Runs at
- * the lowest CPU and I/O priority. 0 done or skipped, -1 failed (nothing published). */
+ * another process is extracting it; evict (max_bytes, SQ_CACHE_MAX_AGE_S) before, and again
+ * once the new tree counts. Runs at the lowest CPU and I/O priority. 0 done or skipped, -1
+ * failed (nothing published, nothing left). */
 int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
 		       const char *unsquashfs, unsigned long long max_bytes);
 
-/* Remove entries as core/nodecache.h plans, stale extractions (their process is gone)
- * and half-removed trees. */
+/* Remove entries as core/nodecache.h plans, dead extractions and half-removed trees. An
+ * extraction KEY.tmp-PID is dead when PID is gone or a zombie (/proc/PID/stat; kill(pid, 0)
+ * succeeds on a zombie) or nobody holds KEY.lock (the PID was reused); live ones count
+ * toward max_bytes while they exist and are never removed. The directory is opened
+ * O_NOFOLLOW and checked (core/safeopen.h), entries are reached relative to it, KEY.size
+ * and KEY.lock only when they are regular files. */
 void sq_extracted_evict(const char *cache_dir, unsigned long long max_bytes);
 
 /* In the runtime's process before it execs the runtime: a new user namespace (the
