@@ -335,6 +335,15 @@ def proxy(registry):
 
 
 @pytest.fixture
+def place():
+    """A directory every user can reach, with homes (tests/registry/users.py)."""
+    from users import make_place, remove_place
+    d = make_place()
+    yield d
+    remove_place(d)
+
+
+@pytest.fixture
 def cache_dir(tmp_path):
     d = tmp_path / "cache"
     d.mkdir()

@@ -12,7 +12,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -21,70 +20,11 @@ import pytest
 from conftest import ROOT, Proxy
 from imagekit import Image, layer, sha
 from sqfs import cat
-
-from squall.sqshbuild.cli import main
+from users import USERS, as_root, as_user, known, result
 
 pytestmark = [pytest.mark.registry,
               pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                                  reason="acting as other users needs root and setpriv")]
-USERS = (1000, 1001)
-
-
-@pytest.fixture
-def place():
-    """A directory every user can reach (pytest's tmp_path is root's 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="sqshbuild-users-test."))
-    os.chmod(d, 0o755)
-    for uid in USERS:
-        home = d / f"home{uid}"
-        home.mkdir()
-        os.chown(home, uid, uid)
-        os.chmod(home, 0o700)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def _known(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
-
-
-def as_user(uid: int, place: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """``sqshbuild ARGV`` as ``uid`` (same gid, no other groups), umask 077."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(place / f"home{uid}"),
-           "PYTHONPATH": str(ROOT / "python"), "LANG": "C.UTF-8"}
-    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable,
-           "-c", "import os; os.umask(0o077); from squall.sqshbuild.cli import main; main()",
-           *argv]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
-                          cwd=place)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
-def as_root(monkeypatch, capsys, *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sqshbuild", *argv])
-    rc = 0
-    old = os.umask(0o077)
-    try:
-        main()
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    finally:
-        os.umask(old)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err, err
-    return rc, out, err
-
-
-def result(proc: subprocess.CompletedProcess[str]) -> dict:
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture
 def images(registry):
     """Three small images (warm, user1, user2) with a shared base layer."""
@@ -132,7 +72,7 @@ def test_admin_warms_then_two_users_with_umask_077(place, images, clean_env, mon
             assert copied["cached"] is True and "note:" not in proc.stderr, proc.stderr
         else:
             assert copied["cached"] is False, proc.stderr
-            owner = pwd.getpwuid(1000).pw_name if _known(1000) else "1000"
+            owner = pwd.getpwuid(1000).pw_name if known(1000) else "1000"
             assert f"note: ignoring {cache}/sha256-" in proc.stderr, proc.stderr
             assert f"belongs to {owner}, who is not root" in proc.stderr, proc.stderr
     got = modes(cache)
