@@ -24,9 +24,11 @@ case "${SQUALL_PROCTRACK:-cgroup}" in
   *) echo "node-init: SQUALL_PROCTRACK='$SQUALL_PROCTRACK': use cgroup or linuxproc" >&2; exit 2 ;;
 esac
 
-install -d -o squall -g squall /fsx/home /fsx/home/squall /fsx/squall /fsx/images
+install -d -o squall -g squall /fsx/home /fsx/home/squall /fsx/images
 install -d -o alice -g alice /fsx/home/alice
-# The shared image cache as a site's admin makes it: root's, any user may write, sticky.
+# The shared image cache as a site's admin makes it: root's, any user may write, sticky,
+# below directories only root may change (sqshbuild checks every one: docs/security.md).
+install -d -o root -g root -m 0755 /fsx/squall
 install -d -o root -g root -m 1777 /fsx/squall/images
 install -d -o munge -g munge -m 0755 /run/munge
 install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd

@@ -1,5 +1,6 @@
 """One image cache for a site: an admin warms /fsx/squall/images as root, then two users
-(squall and alice) with umask 077 build, hit each other's images and run registry
+(squall and alice) with umask 077 build, hit root's images, never use each other's (they
+build those again in their per-user caches: docs/security.md) and run registry
 references through the plugin (docs/sqshbuild.md, "Permissions")."""
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ CACHE = "/fsx/squall/images"
 USERS = ("squall", "alice")
 
 
-def build_as(cluster: Cluster, user: str, ref: str, node: str = "login") -> str:
+def build_as(cluster: Cluster, user: str, ref: str, node: str = "login",
+             other: str = "") -> str:
+    """The image path; with ``other``, the cache holds that user's image of ``ref``, which
+    this user must not use: one note naming it, a build in the per-user cache."""
     res = cluster.run(f"umask 077; {sqshbuild(CACHE, ref)}", node=node, user=user,
                       timeout=300)
-    assert "note:" not in res.err, res  # never the per-user fallback here
+    if other:
+        assert f"belongs to {other}, who is not root" in res.err, res
+    else:
+        assert "note:" not in res.err, res  # never the per-user fallback here
     return res.out.strip().splitlines()[-1]
 
 
@@ -41,7 +48,9 @@ def test_root_warms_the_cache_then_two_users_with_umask_077(cluster: Cluster,
     for user in USERS:
         assert build_as(cluster, user, ref["warm"], node="node1") == path["warm"]  # a hit
         assert build_as(cluster, user, ref[user], node="node2") == path[user]      # a build
-    assert build_as(cluster, "alice", ref["squall"]) == path["squall"]  # another user's
+    # another user's image is never used: built again in alice's own cache
+    mine = build_as(cluster, "alice", ref["squall"], other="squall")
+    assert mine.startswith("/fsx/home/alice/.cache/squall/images/"), mine
     # The plugin runs sqshbuild as the job's user (umask 077 travels with srun).
     for user in USERS:
         for name in (f"plugin-{user}", "alice" if user == "squall" else "squall", "warm"):
@@ -53,8 +62,9 @@ def test_root_warms_the_cache_then_two_users_with_umask_077(cluster: Cluster,
     for name, p in path.items():
         st = (host / p.rsplit("/", 1)[1]).stat()
         assert stat.S_IMODE(st.st_mode) == 0o644, name
-    for sub in ("index", "locks", "layers", "layers/sha256"):
-        assert stat.S_IMODE((host / sub).stat().st_mode) == 0o777, sub
+    for sub in ("index", "locks", "layers", "layers/sha256"):  # sticky: nobody replaces
+        assert stat.S_IMODE((host / sub).stat().st_mode) == 0o1777, sub  # another's entry
     assert not list(host.glob(".building-*")) and not list(host.glob("locks/*.lock"))
-    for user in USERS:  # nobody fell back to a per-user cache
-        assert not (cluster.fsx_host / "home" / user / ".cache" / "squall").exists(), user
+    for user in USERS:  # each built only the other's image in a per-user cache
+        own = cluster.fsx_host / "home" / user / ".cache" / "squall" / "images"
+        assert len(list(own.glob("*.sqsh"))) == 1, (user, list(own.glob("*")))
