@@ -6,6 +6,10 @@ zlib; zstd through ``zstd -dc``; a plain tar is copied as is. The tools write th
 themselves, so the inflated bytes never pass through the interpreter and the inflate runs
 beside the download thread's hashing instead of taking turns with it for the GIL.
 ``SQSHBUILD_NO_ISAL=1`` forces the standard zlib (for benchmarks).
+
+A tool that fails is asked why before its data is called bad: a full disk or quota
+(``OSError`` with ``ENOSPC`` or ``EDQUOT``, which the caller reports as a full disk), then
+bad data.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from squall.sqshbuild.pipe import grow_pipe
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 SNIFF_BYTES = max(len(GZIP_MAGIC), len(ZSTD_MAGIC))  # what Decoder needs to tell the format
+_PROBE = 1 << 20  # how much a file must still be able to grow for the disk not to be full
 
 
 def _no_isal() -> bool:
@@ -47,6 +52,37 @@ def _nearly_full(fd: int) -> bool:
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < (64 << 20)
+
+
+def _no_room(fd: int) -> int:
+    """``ENOSPC`` or ``EDQUOT`` when the file ``fd`` cannot grow by :data:`_PROBE` bytes
+    now (the disk or this user's quota is full), else 0. Asked with ``posix_fallocate``,
+    else (not supported there) by writing zeros; the file is cut back to its size."""
+    try:
+        size = os.fstat(fd).st_size
+    except OSError:
+        return 0
+    full = (errno.ENOSPC, errno.EDQUOT)
+    try:
+        try:
+            os.posix_fallocate(fd, size, _PROBE)
+        except OSError as exc:
+            if exc.errno in full:
+                return exc.errno
+            done = 0
+            while done < _PROBE:  # a short write is not an error: go on until one is
+                wrote = os.pwrite(fd, bytes(min(64 << 10, _PROBE - done)), size + done)
+                if wrote <= 0:
+                    break
+                done += wrote
+    except OSError as exc:
+        return exc.errno if exc.errno in full else 0
+    finally:
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            pass
+    return 0
 
 
 def gzip_tool() -> str | None:
@@ -74,6 +110,7 @@ class Decoder:
         self._zlib: Any = zlib
         self.kind = ""
         self.failed = ""  # reported by finish(), after the digest was checked
+        self._broken = False  # the tool stopped reading its input: finish() asks why
         argv: list[str] | None = None
         if first[:2] == GZIP_MAGIC:
             self.kind = "gzip"
@@ -94,20 +131,21 @@ class Decoder:
         if argv is not None:
             out.flush()
             self._err = tempfile.TemporaryFile()  # a file: the tool never blocks on it
+            # LC_ALL=C: its messages in English, for _tool_failed
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out,
-                                         stderr=self._err)
+                                         stderr=self._err, env={**os.environ, "LC_ALL": "C"})
             assert self.proc.stdin is not None
             grow_pipe(self.proc.stdin.fileno(), 1 << 20)
 
     def write(self, chunk: bytes) -> None:
-        if self.failed:
+        if self.failed or self._broken:
             return
         if self.proc is not None:
             assert self.proc.stdin is not None
             try:
                 self.proc.stdin.write(chunk)
             except BrokenPipeError:
-                self.failed = self.kind
+                self._broken = True
             return
         if self.zlib is None:
             self.out.write(chunk)
@@ -128,23 +166,32 @@ class Decoder:
             self._bad(self.failed)
         if self.proc is not None:
             self._close_input()
-            if self.proc.wait() != 0:
+            if self.proc.wait() != 0 or self._broken:
                 self._tool_failed(str(self.proc.args[0]))  # type: ignore[index]
             self.proc = None
         elif self.zlib is not None:
             self.out.write(self.zlib.flush())
 
     def _tool_failed(self, tool: str) -> None:
-        """Bad data, or the tool could not write the tar (disk full): OSError for the latter,
-        so that the caller reports it as a disk problem."""
+        """Bad data, or the tool could not write the tar (disk or quota full): OSError for
+        the latter, so that the caller reports it as a disk problem. The tool's message is
+        read in English (LC_ALL=C); igzip says only that writing failed, so the file is
+        then asked whether it can still grow."""
         assert self._err is not None
         self._err.seek(0)
         text = self._err.read(4096).decode(errors="replace").strip()
-        if "writ" in text.lower() or "no space" in text.lower():
-            full = "no space" in text.lower() or _nearly_full(self.out.fileno())
-            raise OSError(errno.ENOSPC if full else errno.EIO,
-                          f"{os.path.basename(tool)} could not write the layer "
-                          f"({text.splitlines()[-1]})")
+        low = text.lower()
+        code = 0
+        if "no space" in low:
+            code = errno.ENOSPC
+        elif "quota" in low:
+            code = errno.EDQUOT
+        elif "writ" in low:
+            fd = self.out.fileno()
+            code = _no_room(fd) or (errno.ENOSPC if _nearly_full(fd) else errno.EIO)
+        if code:
+            raise OSError(code, f"{os.path.basename(tool)} could not write the layer "
+                                f"({text.splitlines()[-1]})")
         self._bad(self.kind)
 
     def close(self) -> None:

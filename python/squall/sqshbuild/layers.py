@@ -64,8 +64,9 @@ def _hex(digest: str) -> str:
 
 
 def _disk_error(exc: OSError, path: Path) -> SquallError:
-    if exc.errno == errno.ENOSPC:
-        return SquallError(f"disk full while writing {path}: free space or move the cache "
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "disk full" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+        return SquallError(f"{what} while writing {path}: free space or move the cache "
                            "(--cache-dir / SQSHBUILD_CACHE, SQSHBUILD_LAYER_CACHE)")
     return SquallError(f"cannot write {path}: {exc.strerror}")
 
