@@ -8,6 +8,7 @@ import gzip
 import random
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,7 @@ def test_a_full_disk_is_a_disk_error_not_corrupt_data(backend, tmp_path, kind):
     assert not isinstance(exc.value, SquallError)
 
 
-# -- full disks (issue 19) ------------------------------------------------------------------------
+# -- bounds and full disks (issue 19) -----------------------------------------------------------
 BIG = random.Random(4).randbytes(6 << 20)  # incompressible: far more than the tool's pipe holds
 
 
@@ -117,6 +118,14 @@ def compress(kind: str, data: bytes) -> bytes:
         pytest.skip("zstd is not installed")
     return subprocess.run(["zstd", "-c", "-1"], input=data, capture_output=True,
                           check=True).stdout
+
+
+def zeros_gzip(n: int) -> bytes:
+    """gzip of ``n`` zero bytes, made a MiB at a time (never ``n`` bytes in memory)."""
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)
+    block = bytes(1 << 20)
+    parts = [z.compress(block) for _ in range(n >> 20)]
+    return b"".join([*parts, z.compress(bytes(n & ((1 << 20) - 1))), z.flush()])
 
 
 def feed(blob: bytes, out, compressed: int | None = None, chunk: int = 1 << 20) -> None:
@@ -172,3 +181,78 @@ def test_corrupt_data_is_still_corrupt_with_the_input_pending(backend, tmp_path)
     with open(tmp_path / "t", "wb") as f, pytest.raises(SquallError,
                                                         match="is not valid gzip data"):
         feed(bytes(blob), f)
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_the_inflated_size_is_bounded_by_the_site_maximum(backend, kind, tmp_path,
+                                                          monkeypatch):
+    if kind == "zstd" and backend != "zlib":
+        pytest.skip("zstd has one backend")
+    monkeypatch.setenv("SQSHBUILD_MAX_INFLATED_SIZE", "8M")
+    blob = compress(kind, bytes(40 << 20))
+    with open(tmp_path / "t", "wb") as f, pytest.raises(SquallError) as exc:
+        feed(blob, f, len(blob))
+    msg = str(exc.value)
+    assert msg.startswith("layer sha256:abababababab inflates to more than 8388608 bytes "
+                          "(8 MiB)"), msg
+    assert "SQSHBUILD_MAX_INFLATED_SIZE" in msg and "\n" not in msg
+    assert (tmp_path / "t").stat().st_size <= (8 << 20) + 1  # stopped there, not after
+
+
+def test_the_inflated_size_is_bounded_by_a_ratio(backend, tmp_path, monkeypatch):
+    """A small blob of zeros (about 1000x): past RATIO_FLOOR and 100 times its size, it is
+    stopped; the message names the ratio setting."""
+    monkeypatch.setattr(inflate, "RATIO_FLOOR", 1 << 20)
+    blob = zeros_gzip(64 << 20)
+    limit = 100 * len(blob)
+    with open(tmp_path / "t", "wb") as f, pytest.raises(SquallError) as exc:
+        feed(blob, f, len(blob))
+    msg = str(exc.value)
+    assert f"inflates to more than {limit} bytes" in msg and "SQSHBUILD_MAX_INFLATE_RATIO" in msg
+    assert f"100 times its {len(blob)} compressed bytes" in msg, msg
+    assert (tmp_path / "t").stat().st_size <= limit + 1
+    # the floor: a small layer with a zero-filled file is no bomb
+    monkeypatch.setattr(inflate, "RATIO_FLOOR", 128 << 20)
+    with open(tmp_path / "t", "wb") as f:
+        feed(blob, f, len(blob))
+    assert (tmp_path / "t").stat().st_size == 64 << 20
+    # a higher ratio lets it through
+    monkeypatch.setattr(inflate, "RATIO_FLOOR", 1 << 20)
+    monkeypatch.setenv("SQSHBUILD_MAX_INFLATE_RATIO", "2000")
+    with open(tmp_path / "t", "wb") as f:
+        feed(blob, f, len(blob))
+
+
+def test_the_ratio_holds_when_the_size_was_not_known(backend, tmp_path, monkeypatch):
+    """A descriptor without a size: the tar is bounded by the site maximum while it comes,
+    and by the ratio to the bytes that came once they are all there."""
+    monkeypatch.setattr(inflate, "RATIO_FLOOR", 1 << 20)
+    blob = zeros_gzip(16 << 20)
+    with open(tmp_path / "t", "wb") as f, pytest.raises(SquallError,
+                                                        match="SQSHBUILD_MAX_INFLATE_RATIO"):
+        feed(blob, f, compressed=0)
+
+
+def test_real_layers_pass_the_default_bounds(backend, tmp_path):
+    """Libraries, sources and text inflate 2-10x (this text: about 10x)."""
+    assert decode(gzip.compress(RAW), tmp_path / "t") == RAW
+    text = b"".join(b"%d: the quick brown fox\n" % i for i in range(400_000))
+    blob = gzip.compress(text)
+    with open(tmp_path / "t", "wb") as f:
+        feed(blob, f, len(blob))
+    assert (tmp_path / "t").read_bytes() == text
+
+
+def test_bad_settings_are_one_line(monkeypatch):
+    monkeypatch.setenv("SQSHBUILD_MAX_INFLATED_SIZE", "lots")
+    with pytest.raises(SquallError, match="SQSHBUILD_MAX_INFLATED_SIZE='lots' is not a size"):
+        inflate.inflate_limit(1000)
+    monkeypatch.setenv("SQSHBUILD_MAX_INFLATED_SIZE", "1G")
+    monkeypatch.setenv("SQSHBUILD_MAX_INFLATE_RATIO", "0.5")
+    with pytest.raises(SquallError, match="at least 1"):
+        inflate.inflate_limit(1000)
+    monkeypatch.setenv("SQSHBUILD_MAX_INFLATE_RATIO", "10")
+    assert inflate.inflate_limit(0)[0] == 1 << 30
+    assert inflate.inflate_limit(1 << 20)[0] == inflate.RATIO_FLOOR
+    assert inflate.inflate_limit(64 << 20)[0] == 640 << 20
+    assert inflate.inflate_limit(1 << 30)[0] == 1 << 30

@@ -7,15 +7,20 @@ themselves, so the inflated bytes never pass through the interpreter and the inf
 beside the download thread's hashing instead of taking turns with it for the GIL.
 ``SQSHBUILD_NO_ISAL=1`` forces the standard zlib (for benchmarks).
 
-A tool that fails is asked why before its data is called bad: a full disk or quota
-(``OSError`` with ``ENOSPC`` or ``EDQUOT``, which the caller reports as a full disk), then
-bad data.
+What a layer inflates to is bounded (:func:`inflate_limit`): at most
+``SQSHBUILD_MAX_INFLATED_SIZE`` bytes, and at most ``SQSHBUILD_MAX_INFLATE_RATIO`` times its
+compressed size (a layer may always reach :data:`RATIO_FLOOR`). The tools get the bound as
+their ``RLIMIT_FSIZE``, so the kernel stops them at it; in-process inflating never asks zlib
+for more than :data:`PIECE` bytes at a time. A tool that fails is asked why before its data
+is called bad: a layer over the bound, a full disk or quota (``OSError`` with ``ENOSPC`` or
+``EDQUOT``, which the caller reports as a full disk), then bad data.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -24,10 +29,23 @@ from typing import Any, BinaryIO
 
 from squall.errors import SquallError
 from squall.sqshbuild.pipe import grow_pipe
+from squall.sqshbuild.transport import env_number, env_size, human, short_digest
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 SNIFF_BYTES = max(len(GZIP_MAGIC), len(ZSTD_MAGIC))  # what Decoder needs to tell the format
+MAX_INFLATED_ENV = "SQSHBUILD_MAX_INFLATED_SIZE"
+RATIO_ENV = "SQSHBUILD_MAX_INFLATE_RATIO"
+# The biggest layers of real images (nvcr.io's PyTorch: one of 20+ GB) with room to spare:
+# this is the site's disk to protect, not a format limit.
+DEFAULT_MAX_INFLATED = 256 << 30
+# Layers of files, libraries and sources inflate 2-10x; 100x leaves room for text-heavy
+# ones, and still stops a gzip bomb (zeros inflate about 1000x) early.
+DEFAULT_RATIO = 100.0
+# What any layer may inflate to whatever its ratio: small layers with a zero-filled file
+# (useradd's sparse /var/log/lastlog, a preallocated file) are about 1000x.
+RATIO_FLOOR = 256 << 20
+PIECE = 1 << 20  # the most in-process inflating asks for at a time (memory)
 _PROBE = 1 << 20  # how much a file must still be able to grow for the disk not to be full
 
 
@@ -85,6 +103,23 @@ def _no_room(fd: int) -> int:
     return 0
 
 
+def inflate_limit(compressed: int) -> tuple[int, str]:
+    """The most bytes a layer of ``compressed`` bytes (0: not known yet) may inflate to,
+    and what sets that bound, for the message."""
+    most = env_size(MAX_INFLATED_ENV, DEFAULT_MAX_INFLATED)
+    ratio = env_number(RATIO_ENV, DEFAULT_RATIO)
+    if ratio < 1:
+        raise SquallError(f"{RATIO_ENV}={ratio:g}: give a ratio of at least 1 (a plain tar "
+                          "layer inflates 1x)")
+    by_ratio = max(RATIO_FLOOR, int(compressed * ratio))
+    if compressed > 0 and by_ratio < most:
+        return by_ratio, (f"the most is {ratio:g} times its {compressed} compressed bytes, "
+                          f"and never less than {human(RATIO_FLOOR)} ({RATIO_ENV}): a "
+                          f"decompression bomb, or raise {RATIO_ENV} if the image is real")
+    return most, (f"the most {MAX_INFLATED_ENV} allows: raise {MAX_INFLATED_ENV} if the "
+                  "image is real")
+
+
 def gzip_tool() -> str | None:
     """``igzip`` when it is installed and not switched off."""
     return None if _no_isal() else shutil.which("igzip")
@@ -100,9 +135,14 @@ def describe() -> str:
 class Decoder:
     """Feed it the blob's bytes in order (:meth:`write`), then :meth:`finish`; the tar goes to
     ``out``. Errors are kept until :meth:`finish`, which the caller runs only after the
-    digest matched: a blob that is not what the manifest says is reported as such."""
+    digest matched: a blob that is not what the manifest says is reported as such.
 
-    def __init__(self, first: bytes, out: BinaryIO, digest: str) -> None:
+    ``compressed`` is the blob's length as far as it is known before it arrives (its
+    descriptor's size, else the server's; 0: not known): the tar is stopped at
+    :func:`inflate_limit` of it, and checked against the limit for the bytes that came in
+    the end."""
+
+    def __init__(self, first: bytes, out: BinaryIO, digest: str, compressed: int = 0) -> None:
         self.out = out
         self.digest = digest
         self.proc: subprocess.Popen[bytes] | None = None
@@ -110,7 +150,11 @@ class Decoder:
         self._zlib: Any = zlib
         self.kind = ""
         self.failed = ""  # reported by finish(), after the digest was checked
+        self.fed = 0  # blob bytes given to write()
+        self.written = 0  # tar bytes written (by the tool: known at finish())
+        self.limit, self._why = inflate_limit(compressed)
         self._broken = False  # the tool stopped reading its input: finish() asks why
+        self._watch = False  # the tool's size bound could not be set: write() checks it
         argv: list[str] | None = None
         if first[:2] == GZIP_MAGIC:
             self.kind = "gzip"
@@ -131,46 +175,98 @@ class Decoder:
         if argv is not None:
             out.flush()
             self._err = tempfile.TemporaryFile()  # a file: the tool never blocks on it
+            # restore_signals=False: the tool keeps this interpreter's SIG_IGN for SIGXFSZ,
+            # so a write past its RLIMIT_FSIZE fails (EFBIG) instead of dumping core;
             # LC_ALL=C: its messages in English, for _tool_failed
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out,
-                                         stderr=self._err, env={**os.environ, "LC_ALL": "C"})
+                                         stderr=self._err, restore_signals=False,
+                                         env={**os.environ, "LC_ALL": "C"})
+            self._bound_tool()
             assert self.proc.stdin is not None
             grow_pipe(self.proc.stdin.fileno(), 1 << 20)
+
+    def _bound_tool(self) -> None:
+        """The tool may not make the tar longer than one byte past the limit (the tar starts
+        empty, and the tool writes nothing before its first input)."""
+        assert self.proc is not None
+        try:
+            hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)[1]
+            most = self.limit + 1 if hard == resource.RLIM_INFINITY else min(self.limit + 1,
+                                                                               hard)
+            resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (most, most))
+            resource.prlimit(self.proc.pid, resource.RLIMIT_CORE, (0, 0))
+        except (OSError, ValueError):
+            self._watch = True
 
     def write(self, chunk: bytes) -> None:
         if self.failed or self._broken:
             return
+        self.fed += len(chunk)
         if self.proc is not None:
             assert self.proc.stdin is not None
             try:
                 self.proc.stdin.write(chunk)
             except BrokenPipeError:
                 self._broken = True
+            if self._watch and os.fstat(self.out.fileno()).st_size > self.limit:
+                self.proc.kill()
+                self.failed = "big"
             return
         if self.zlib is None:
-            self.out.write(chunk)
+            self._put(chunk)
             return
         try:
-            while chunk:
-                self.out.write(self.zlib.decompress(chunk))
+            while not self.failed:
+                data = self.zlib.decompress(chunk, PIECE)
+                self._put(data)
                 if self.zlib.eof:  # multi-member gzip
                     chunk = self.zlib.unused_data
                     self.zlib = self._zlib.decompressobj(wbits=47)
-                else:
-                    chunk = b""
+                    if not chunk:
+                        break
+                    continue
+                chunk = self.zlib.unconsumed_tail
+                # python-isal may hold output back with an empty tail: ask until it is short
+                if not chunk and len(data) < PIECE:
+                    break
         except (zlib.error, self._zlib.error):
             self.failed = "gzip"
 
+    def _put(self, data: bytes) -> None:
+        """Write inflated bytes, up to the limit."""
+        if self.written + len(data) > self.limit:
+            self.failed = "big"
+            return
+        self.out.write(data)
+        self.written += len(data)
+
     def finish(self) -> None:
+        if self.failed == "big":
+            self._too_big()
         if self.failed:
             self._bad(self.failed)
         if self.proc is not None:
             self._close_input()
-            if self.proc.wait() != 0 or self._broken:
+            rc = self.proc.wait()
+            self.written = os.fstat(self.out.fileno()).st_size
+            if self.written > self.limit:
+                self._too_big()
+            if rc != 0 or self._broken:
                 self._tool_failed(str(self.proc.args[0]))  # type: ignore[index]
             self.proc = None
         elif self.zlib is not None:
-            self.out.write(self.zlib.flush())
+            self._put(self.zlib.flush())
+            if self.failed:
+                self._too_big()
+        # the bound for the bytes that came (the descriptor may have given no size)
+        limit, why = inflate_limit(self.fed)
+        if self.written > limit:
+            self.limit, self._why = limit, why
+            self._too_big()
+
+    def _too_big(self) -> None:
+        raise SquallError(f"layer {short_digest(self.digest)} inflates to more than "
+                          f"{self.limit} bytes ({human(self.limit)}): {self._why}")
 
     def _tool_failed(self, tool: str) -> None:
         """Bad data, or the tool could not write the tar (disk or quota full): OSError for

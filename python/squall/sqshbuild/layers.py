@@ -45,7 +45,14 @@ from squall.sqshbuild.growing import LayerStream
 from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
-from squall.sqshbuild.transport import BodyWatch, body_chunks, low_speed, request_timeout
+from squall.sqshbuild.transport import (
+    BodyWatch,
+    blob_bound,
+    body_chunks,
+    low_speed,
+    request_timeout,
+    too_long,
+)
 from squall.sqshbuild.trust import Trust
 
 log = logging.getLogger("squall")
@@ -242,6 +249,12 @@ class LayerCache:
                     time.sleep(delay)
                     delay *= 2
                     continue
+                except _TooLong as exc:
+                    safefs.unlink_own(partial)
+                    tar.reset()
+                    if client.blob_failed(desc.digest):
+                        continue  # a mirror served it: the next source
+                    raise SquallError(str(exc)) from None
                 except _Mismatch as exc:
                     safefs.unlink_own(partial)
                     tar.reset()
@@ -268,7 +281,12 @@ class LayerCache:
 
         After a cut within this build, ``tar`` already holds the bytes of ``partial``: the
         download goes on from there into the same tar, so a merge reading it goes on too.
-        Otherwise (a killed build's ``partial``) those bytes are hashed and inflated first."""
+        Otherwise (a killed build's ``partial``) those bytes are hashed and inflated first.
+
+        The blob may bring at most ``bound`` bytes: its descriptor's size, or without one
+        the server's ``Content-Length`` and ``SQSHBUILD_MAX_BLOB_SIZE``."""
+        bound = blob_bound(desc.digest, desc.size, client.name)
+        tar.compressed = desc.size
         if not (tar.started and _size(partial) == tar.have):
             tar.start()
             # A killed download of this user's: hashed and inflated again, then resumed.
@@ -281,8 +299,8 @@ class LayerCache:
                 with os.fdopen(fd, "rb") as f:
                     while chunk := f.read(CHUNK):
                         tar.feed(chunk)
-                if desc.size and tar.have > desc.size:
-                    raise _Mismatch(f"is longer than the {desc.size} bytes the manifest gives")
+                if tar.have > bound:
+                    raise _longer(desc, client.name, bound)
         resp = None
         if not (desc.size and tar.have == desc.size):
             resp = client.open_blob(desc.digest, tar.have)
@@ -292,6 +310,12 @@ class LayerCache:
                 safefs.unlink_own(partial)
                 tar.reset()
                 raise _Retry("the registry refused to resume")
+            length = resp.headers.get("Content-Length", "")
+            if length.isdigit() and tar.have + int(length) > bound:
+                resp.close()
+                raise _longer(desc, client.name, bound, tar.have + int(length))
+            if length.isdigit() and not desc.size:
+                tar.compressed = tar.have + int(length)
         with _open_partial(partial, bool(tar.have)) as out:
             if resp is not None:
                 window = request_timeout()
@@ -299,9 +323,8 @@ class LayerCache:
                 try:
                     with watch:
                         for chunk in body_chunks(resp, CHUNK, watch.add):
-                            if desc.size and tar.have + len(chunk) > desc.size:  # stop at once
-                                raise _Mismatch(f"is longer than the {desc.size} bytes the "
-                                                "manifest gives")
+                            if tar.have + len(chunk) > bound:  # stop at once
+                                raise _longer(desc, client.name, bound)
                             out.write(chunk)
                             tar.feed(chunk)
                 except (requests.RequestException, ConnectionError) as exc:
@@ -373,6 +396,7 @@ class _LayerTar:
         self.progress = progress
         self.reported = 0  # bytes given to progress, kept across restarts: none counted twice
         self.have = 0
+        self.compressed = 0  # the blob's length as known before it comes (0: not known)
         self.hasher = hashlib.sha256()
         self.decoder: Decoder | None = None
         self.out: BinaryIO | None = None  # open from start() until publish() or reset()
@@ -424,7 +448,7 @@ class _LayerTar:
 
     def _decode_head(self) -> None:
         assert self.out is not None
-        self.decoder = Decoder(self.head, self.out, self.digest)
+        self.decoder = Decoder(self.head, self.out, self.digest, self.compressed)
         self.decoder.write(self.head)
         self.head = b""
 
@@ -486,3 +510,16 @@ class _Retry(Exception):
 
 class _Mismatch(Exception):
     pass
+
+
+class _TooLong(Exception):
+    """A blob whose descriptor gives no size brings more than the site allows."""
+
+
+def _longer(desc: Descriptor, where: str, bound: int, length: int | None = None) -> Exception:
+    """A blob that brings (or by its ``Content-Length`` would bring) more than ``bound``
+    bytes: more than its descriptor says is a mismatch (the next source, or a second try);
+    with no size there, the site maximum is the bound."""
+    if desc.size:
+        return _Mismatch(f"is longer than the {desc.size} bytes the manifest gives")
+    return _TooLong(too_long(desc.digest, where, bound, length))

@@ -377,6 +377,9 @@ def parse_manifest(body: bytes, media_type: str, digest: str, name: str,
     except (ValueError, KeyError, TypeError):
         raise SquallError(f"manifest {digest} of {name} is malformed: re-push the image") from None
     for d in [cfg, *descs]:
+        if d.size < 0:
+            raise SquallError(f"manifest {digest} of {name} gives {d.digest} the size "
+                              f"{d.size}: the manifest is malformed; re-push the image")
         if not d.digest.startswith("sha256:") or len(d.digest) != 71:
             raise SquallError(f"manifest {digest} of {name} names digest {d.digest!r}: only "
                               "sha256 digests are supported")

@@ -14,7 +14,9 @@ read with a size cap.
   whole read timeout) is cut off by a :class:`BodyWatch`, and the download resumes.
 * Manifests, indexes, configs and token answers are read only up to a cap
   (:data:`MANIFEST_CAP`, :data:`CONFIG_CAP`, :data:`TOKEN_CAP`), never whole into memory
-  first.
+  first. A layer blob is bounded by its descriptor's size, or (a descriptor without one)
+  by the server's ``Content-Length``, and always by ``SQSHBUILD_MAX_BLOB_SIZE``
+  (:func:`blob_bound`).
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ if TYPE_CHECKING:
     from urllib3.response import BaseHTTPResponse
 
 from squall.errors import SquallError
+from squall.sqshbuild.cache import parse_size
 
 TIMEOUT_ENV = "SQSHBUILD_TIMEOUT"
 RETRIES_ENV = "SQSHBUILD_RETRIES"
 LOW_SPEED_ENV = "SQSHBUILD_LOW_SPEED"
+MAX_BLOB_ENV = "SQSHBUILD_MAX_BLOB_SIZE"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_LOW_SPEED = 1024.0  # bytes per second: slower than this, a 10 GB image never arrives
 DEFAULT_RETRIES = 5
@@ -50,11 +54,15 @@ BACKOFF_JITTER = 0.5
 MANIFEST_CAP = 4 << 20  # the distribution registry's own limit on manifests
 CONFIG_CAP = 32 << 20
 TOKEN_CAP = 1 << 20
+# Above ECR's 52,000 MiB layer quota, the largest of the big registries (Docker Hub, GHCR,
+# nvcr.io take less): no layer a registry can hold is refused, and a blob that names no
+# size cannot fill more than this.
+DEFAULT_MAX_BLOB = 64 << 30
 _SMALL_ERROR_BODY = 64 << 10
 _PIECE_1_26 = 16 << 10  # urllib3 1.26 (no read1): reads short enough for the BodyWatch
 
 
-def _env_number(name: str, default: float) -> float:
+def env_number(name: str, default: float) -> float:
     raw = os.environ.get(name, "")
     if not raw.strip():
         return default
@@ -69,16 +77,75 @@ def _env_number(name: str, default: float) -> float:
 
 def request_timeout() -> float:
     """Seconds one request may take, retries included (``SQSHBUILD_TIMEOUT``)."""
-    return _env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+    return env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT)
 
 
 def low_speed() -> float:
     """Bytes per second a blob body must bring, averaged over each request timeout."""
-    return _env_number(LOW_SPEED_ENV, DEFAULT_LOW_SPEED)
+    return env_number(LOW_SPEED_ENV, DEFAULT_LOW_SPEED)
+
+
+def env_size(name: str, default: int) -> int:
+    """A size from the environment (``64G``, ``500M``, bytes), above 0."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    try:
+        value = parse_size(raw)
+    except SquallError:
+        raise SquallError(f"{name}={raw!r} is not a size: give e.g. 64G, 500M or a number "
+                          "of bytes") from None
+    if value <= 0:
+        raise SquallError(f"{name}={raw!r}: give a size above 0, e.g. 64G")
+    return value
+
+
+def human(n: float) -> str:
+    """``68719476736`` -> ``64 GiB``, for messages that give the byte count too."""
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" or n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def short_digest(digest: str) -> str:
+    """``sha256:`` and the first 12 hex digits, for one-line messages."""
+    algo, _, hexpart = digest.partition(":")
+    return f"{algo}:{hexpart[:12]}"
+
+
+def max_blob_size() -> int:
+    """The most bytes a layer blob may have, whatever its descriptor says."""
+    return env_size(MAX_BLOB_ENV, DEFAULT_MAX_BLOB)
+
+
+def blob_bound(digest: str, size: int, where: str) -> int:
+    """The most bytes the blob ``digest`` may bring: its descriptor's ``size``, or the site
+    maximum when the descriptor gives none (0). A size above the maximum is refused here,
+    before anything is downloaded."""
+    most = max_blob_size()
+    if size > most:
+        raise SquallError(
+            f"layer {short_digest(digest)} of {where} is {size} bytes ({human(size)}) by its "
+            f"manifest, more than the {most} ({human(most)}) allowed by {MAX_BLOB_ENV}: "
+            f"raise {MAX_BLOB_ENV} if the image is real")
+    return size if size > 0 else most
+
+
+def too_long(digest: str, where: str, bound: int, length: int | None = None) -> str:
+    """What to say about a blob without a size in its descriptor that brings (or, by its
+    ``Content-Length``, would bring) more than ``bound`` bytes."""
+    got = (f"is {length} bytes by the registry's Content-Length" if length is not None else
+           "goes on past that")
+    return (f"layer {short_digest(digest)} of {where} names no size in its manifest and "
+            f"{got}, more than the {bound} ({human(bound)}) allowed by {MAX_BLOB_ENV}: the "
+            f"download was stopped; the registry is broken or hostile, or raise "
+            f"{MAX_BLOB_ENV} if the image is real")
 
 
 def retries() -> int:
-    return max(1, int(_env_number(RETRIES_ENV, DEFAULT_RETRIES)))
+    return max(1, int(env_number(RETRIES_ENV, DEFAULT_RETRIES)))
 
 
 def http_timeout() -> tuple[float, float]:
