@@ -2,9 +2,9 @@
 of the real docker-registry: a layer whose descriptor gives no size is bounded by the
 server's Content-Length and SQSHBUILD_MAX_BLOB_SIZE, a descriptor above that maximum is
 refused before anything is downloaded, a layer's inflated size is bounded by
-SQSHBUILD_MAX_INFLATED_SIZE and SQSHBUILD_MAX_INFLATE_RATIO, and a full disk is "disk
-full" naming the directory whatever decoder ran (igzip, zlib, zstd). Each violation is one
-line naming the layer, the limit and the setting."""
+SQSHBUILD_MAX_INFLATED_SIZE and SQSHBUILD_MAX_INFLATE_RATIO, a redirect's body is never
+read, and a full disk is "disk full" naming the directory whatever decoder ran (igzip, zlib,
+zstd). Each violation is one line naming the layer, the limit and the setting."""
 
 from __future__ import annotations
 
@@ -235,6 +235,20 @@ def test_a_bad_setting_is_one_line(registry, cache_dir, clean_env):
     proc, _ = sqshbuild(["--cache-dir", str(cache_dir), f"{registry.host}/{repo}:v1"],
                         clean_env, SQSHBUILD_MAX_BLOB_SIZE="a lot")
     assert "SQSHBUILD_MAX_BLOB_SIZE='a lot' is not a size" in one_error_line(proc)
+
+
+def test_a_redirect_body_is_never_read(registry, faulty, cache_dir, clean_env):
+    """requests reads a redirect's body whole before following it; a hostile registry can
+    make that endless (here 256 MiB): it is not read, the redirect is followed."""
+    image = Image([layer(("file", "a", "redirected"))], {"Cmd": ["x"]})
+    repo = push(registry, image)
+    top = sha(image.layers[0])
+    faulty.answer(top, "redirect", f"{registry.base}/v2/{repo}/blobs/{top}", 256 << 20)
+    proc, _ = sqshbuild(["-q", "--cache-dir", str(cache_dir), f"{faulty.host}/{repo}:v1"],
+                        clean_env)
+    assert proc.returncode == 0, proc.stderr
+    assert cat(Path(proc.stdout.strip()), "a") == "redirected"
+    assert faulty.sent["redirect"] < 64 << 20, faulty.sent
 
 
 # -- the inflated size ------------------------------------------------------------------------

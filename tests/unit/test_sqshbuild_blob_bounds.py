@@ -1,16 +1,21 @@
 """The bounds on what a registry sends, without a registry (issue 19): a layer's length from
-its descriptor and SQSHBUILD_MAX_BLOB_SIZE, and descriptors with negative sizes.
+its descriptor and SQSHBUILD_MAX_BLOB_SIZE, descriptors with negative sizes, and a token
+answer read capped on the refresh-token path too (a real HTTP server on loopback).
 tests/registry/test_registry_bounds.py has the same through sqshbuild."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
+from collections.abc import Iterator
 
 import pytest
 
 from squall.errors import SquallError
 from squall.sqshbuild import transport
-from squall.sqshbuild.registry import parse_manifest
+from squall.sqshbuild.auth import Challenge, Credentials
+from squall.sqshbuild.registry import RegistryClient, parse_manifest
 
 DIGEST = "sha256:" + "12" * 32
 
@@ -50,3 +55,48 @@ def test_a_negative_size_is_a_malformed_manifest():
     with pytest.raises(SquallError, match="size -5: the manifest is malformed"):
         parse_manifest(json.dumps(doc).encode(), "", DIGEST, "r/x")
 
+
+@pytest.fixture
+def token_server() -> Iterator[tuple[str, dict[str, int]]]:
+    """Answers every POST with an endless chunked body (stops after 256 MiB)."""
+    sent = {"bytes": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            block = b" " * (64 << 10)
+            frame = f"{len(block):x}\r\n".encode() + block + b"\r\n"
+            try:
+                while sent["bytes"] < 256 << 20:
+                    self.wfile.write(frame)
+                    sent["bytes"] += len(block)
+            except OSError:
+                pass
+            self.close_connection = True
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/token", sent
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_refresh_token_answer_is_read_capped(token_server, monkeypatch):
+    """The OAuth2 refresh-token POST (docker login with an identity token, ACR) was read whole
+    into memory before its cap was checked; now it stops at the cap."""
+    realm, sent = token_server
+    client = RegistryClient("127.0.0.1:9", "team/app")
+    client._creds, client._creds_looked = Credentials("test", "<token>", "refresh-xyz"), True
+    with pytest.raises(SquallError, match="larger than the 1048576 bytes allowed"):
+        client._fetch_token(Challenge("bearer", {"realm": realm}), None)
+    assert sent["bytes"] < 64 << 20, sent  # what the socket buffers took, not all of it

@@ -196,7 +196,8 @@ class RegistryClient:
                 # OAuth2 refresh token (docker login with an identity token, ACR's helper)
                 form = dict(params, grant_type="refresh_token", client_id="squall-sqshbuild",
                             refresh_token=creds.password)
-                resp = self.session.post(realm, data=form, timeout=http_timeout())
+                resp = self.session.post(realm, data=form, timeout=http_timeout(),
+                                         stream=True)  # read_capped reads it, capped
             else:
                 if creds is not None:
                     headers["Authorization"] = creds.basic_header()

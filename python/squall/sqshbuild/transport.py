@@ -16,7 +16,8 @@ read with a size cap.
   (:data:`MANIFEST_CAP`, :data:`CONFIG_CAP`, :data:`TOKEN_CAP`), never whole into memory
   first. A layer blob is bounded by its descriptor's size, or (a descriptor without one)
   by the server's ``Content-Length``, and always by ``SQSHBUILD_MAX_BLOB_SIZE``
-  (:func:`blob_bound`).
+  (:func:`blob_bound`). The body of a redirect is never read (requests would read it
+  whole): its connection is closed instead.
 """
 
 from __future__ import annotations
@@ -237,7 +238,18 @@ def new_session() -> requests.Session:
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.headers["User-Agent"] = "squall-sqshbuild/0.1"
+    session.hooks["response"].append(_skip_redirect_body)
     return session
+
+
+def _skip_redirect_body(resp: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """requests reads a redirect's body whole before it follows the redirect (an endless
+    one: until memory runs out). Its body says nothing the Location header does not: an
+    empty one is taken as it is, any other one is not read and its connection closed."""
+    if not resp.is_redirect or resp.headers.get("Content-Length", "").strip() == "0":
+        return
+    resp.raw.close()  # urllib3 does not put a closed connection back in the pool
+    resp._content = b""  # what resolve_redirects reads instead of the socket
 
 
 def describe(exc: BaseException) -> str:
