@@ -14,18 +14,23 @@
    (``auth`` = base64 ``user:password``, or ``username``/``password``).
 3. nvcr.io: user ``$oauthtoken`` with the key in ``NGC_API_KEY``.
 
-A secret is never put in a message: every one found is remembered and :func:`redact` takes
-it out of the text of errors that quote a command's stderr.
+A secret is never put in a message. What a password command or a credential helper prints,
+on stdout or stderr, is never quoted (it may hold the secret: a helper that prints its JSON
+and fails): an error names the command and its exit status only. Every secret found is
+remembered, and :func:`redact` takes it out of any text that might hold one. A credentials
+file that other users can read gets one note naming it and the fix (``chmod 600``).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,8 +44,11 @@ NGC_KEY_ENV = "NGC_API_KEY"
 TIMEOUT_ENV = "SQSHBUILD_CREDENTIALS_TIMEOUT"
 DOCKER_HUB_SERVER = "https://index.docker.io/v1/"
 IDENTITY_TOKEN_USER = "<token>"  # a helper's way of returning an OAuth2 refresh token
+FILE_CAP = 4 << 20  # a credentials file larger than this is not one
 
+log = logging.getLogger("squall")
 _SECRETS: set[str] = set()
+_NOTED: set[str] = set()  # files already named as readable by others, in this run
 
 
 def remember_secret(secret: str) -> None:
@@ -116,9 +124,36 @@ def _timeout() -> float:
     return value if value > 0 else 30.0
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return redact(lines[-1][:300]) if lines else ""
+def read_private(path: Path) -> tuple[str, int] | None:
+    """The text and mode of the credentials file ``path`` (None when there is none)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        data = os.read(fd, FILE_CAP + 1)
+        while len(data) <= FILE_CAP and (more := os.read(fd, FILE_CAP + 1 - len(data))):
+            data += more
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > FILE_CAP:
+        raise SquallError(f"{path} is larger than {FILE_CAP} bytes: it is not a credentials "
+                          "file; fix or remove it")
+    return data.decode(errors="replace"), stat.S_IMODE(st.st_mode)
+
+
+def note_readable(path: Path, mode: int) -> None:
+    """One note per file and run when users other than its owner may read it (group or
+    others: mode & 0o044): a warning with the fix, never an error."""
+    if mode & 0o044 and str(path) not in _NOTED:
+        _NOTED.add(str(path))
+        log.warning("note: the credentials file %s can be read by other users (mode %04o): "
+                    "chmod 600 %s", path, mode, path)
 
 
 def run_secret_command(argv: list[str], stdin: str, what: str) -> tuple[int, str, str]:
@@ -177,11 +212,13 @@ def _tokens(text: str) -> list[str | _Evaluated]:
 
 def _evaluate(value: _Evaluated, path: Path) -> str:
     what = f"the password command on line {value.line} of {path}"
-    rc, out, err = run_secret_command(["/bin/sh", "-c", f"echo {value.rest}"], "", what)
+    rc, out, _ = run_secret_command(["/bin/sh", "-c", f"echo {value.rest}"], "", what)
     words = out.split()
-    if rc != 0 or not words:
-        why = _last_line(err) or (f"exit status {rc}" if rc else "it printed nothing")
-        raise SquallError(f"{what} failed: {why}")
+    # never what it printed: its stderr may hold the secret too
+    if rc != 0:
+        raise SquallError(f"{what} failed with exit status {rc}: run it by hand to see why")
+    if not words:
+        raise SquallError(f"{what} printed no password: run it by hand to see why")
     return words[0]
 
 
@@ -190,10 +227,11 @@ def _evaluated_credentials(path: Path, login: str, value: _Evaluated) -> Credent
 
 
 def _from_netrc(path: Path, hosts: list[str], user: str) -> Credentials | None:
-    try:
-        text = path.read_text()
-    except OSError:
+    got = read_private(path)
+    if got is None:
         return None
+    text, mode = got
+    note_readable(path, mode)  # Enroot's file is for secrets, whatever this one holds
     tokens = _tokens(text)
     entries: list[dict[str, str | _Evaluated]] = []
     i = 0
@@ -241,8 +279,9 @@ def _helper_get(name: str, server: str, origin: str) -> tuple[str, str] | None:
     if rc != 0:
         if "credentials not found" in (out + err).lower():
             return None
-        why = _last_line(err) or _last_line(out) or f"exit status {rc}"
-        raise SquallError(f"{what} failed for {server}: {why}")
+        # never what it printed: a helper may print its JSON, secret and all, and fail
+        raise SquallError(f"{what} failed for {server} with exit status {rc}: run "
+                          f"'{exe} get' by hand (the server on its input) to see why")
     try:
         doc = json.loads(out)
         user, secret = doc.get("Username", ""), doc.get("Secret", "")
@@ -296,22 +335,32 @@ def _auths_entry(auths: dict[str, object], hosts: list[str], user: str,
     return None
 
 
+def _holds_secrets(auths: dict[str, object]) -> bool:
+    keys = ("auth", "password", "identitytoken", "registrytoken")
+    return any(isinstance(e, dict) and any(e.get(k) for k in keys) for e in auths.values())
+
+
 def _from_docker_config(hosts: list[str], user: str) -> Credentials | None:
     path = docker_config_path()
+    read = read_private(path)
+    if read is None:
+        return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read[0])
+    except ValueError:
         return None
     if not isinstance(data, dict):
         return None
+    auths = data.get("auths")
+    auths = auths if isinstance(auths, dict) else {}
+    if _holds_secrets(auths):  # the names of helpers alone are no secret
+        note_readable(path, read[1])
     helpers = data.get("credHelpers")
     if isinstance(helpers, dict):
         for host in hosts:
             name = helpers.get(host)
             if isinstance(name, str) and name:
                 return _helper_credentials(name, hosts, user, str(path))
-    auths = data.get("auths")
-    auths = auths if isinstance(auths, dict) else {}
     store = data.get("credsStore")
     if isinstance(store, str) and store:
         server = DOCKER_HUB_SERVER if DOCKER_HUB_SERVER in hosts else hosts[0]
