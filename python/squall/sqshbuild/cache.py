@@ -292,6 +292,7 @@ class ImageCache:
             return (f"the image cache {self.root} is not safe to use: {exc}; it is neither "
                     "read nor written (docs/security.md): use another --cache-dir")
         except OSError as exc:
+            self.trusted = False  # nothing to read from a cache that cannot be opened
             return (f"cannot create cache directory {self.root}: {exc.strerror}; pass "
                     "--cache-dir (or set SQSHBUILD_CACHE) to a writable place")
         root = self.root
@@ -510,7 +511,7 @@ class ImageCache:
     def _read_json(self, path: Path, what: str) -> dict[str, Any] | None:
         try:
             raw = safefs.read_file(path, self.trust, limit=16 << 20)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except safefs.Unsafe as exc:
             self.note(path, str(exc).removeprefix(f"{path} "))

@@ -62,9 +62,11 @@ def resolve(path: Path) -> Path:
 
 
 def lstat(path: Path) -> os.stat_result | None:
+    """``os.lstat``, or None when nothing is there (a missing name, or a file where a
+    directory of the path should be)."""
     try:
         return os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
