@@ -1,5 +1,6 @@
 /* safeopen.c: see safeopen.h. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -192,4 +193,20 @@ int sq_dir_make_checked(int parentfd, const char *parent_shown, const char *name
 		return -1;
 	}
 	return fd;
+}
+
+DIR *sq_dir_stream(int dirfd)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (d == NULL) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return NULL;
+	}
+	rewinddir(d);
+	return d;
 }

@@ -13,6 +13,7 @@
 #ifndef SQUALL_CORE_SAFEOPEN_H
 #define SQUALL_CORE_SAFEOPEN_H
 
+#include <dirent.h>
 #include <stddef.h>
 
 /* sq_open_regular flags: do not follow a symbolic link at the last component. */
@@ -46,5 +47,10 @@ int sq_dir_open_checked(int dirfd, const char *path, long owner, char *err, size
  * descriptor, or -1 with err (one line: the path, what is wrong, the fix). */
 int sq_dir_make_checked(int parentfd, const char *parent_shown, const char *name, long uid,
 			long gid, unsigned int mode, char *err, size_t errlen);
+
+/* A directory stream over a duplicate of dirfd (which stays open), at its first entry (a
+ * dup shares the offset of dirfd's earlier reads); NULL with errno on failure. For sweeps
+ * of a checked directory through its descriptor. */
+DIR *sq_dir_stream(int dirfd);
 
 #endif

@@ -393,15 +393,11 @@ int sq_keeper_sweep_job(int dirfd_, uint32_t jobid, uid_t uid)
 {
 	char prefix[64], kept[64];
 	struct dirent *e;
-	int running = 0, fd = dup(dirfd_);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	int running = 0;
+	DIR *d = sq_dir_stream(dirfd_);
 
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
+	if (d == NULL)
 		return 0;
-	}
-	rewinddir(d);   /* a dup shares the offset of dirfd's earlier reads */
 	snprintf(prefix, sizeof(prefix), RECORD_PREFIX "%u.", (unsigned)jobid);
 	while ((e = readdir(d)) != NULL) {
 		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)

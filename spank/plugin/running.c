@@ -178,15 +178,11 @@ int sq_running_sweep_job(int dirfd_, uint32_t jobid, int scope_job)
 	size_t plen = strlen(RECORD_PREFIX);
 	char job[32];
 	struct dirent *e;
-	int removed = 0, fd = dup(dirfd_);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	int removed = 0;
+	DIR *d = sq_dir_stream(dirfd_);
 
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
+	if (d == NULL)
 		return 0;
-	}
-	rewinddir(d);   /* a dup shares the offset of dirfd's earlier reads */
 	snprintf(job, sizeof(job), "pyxis_%u", (unsigned)jobid);
 	while ((e = readdir(d)) != NULL) {
 		struct stat s;
