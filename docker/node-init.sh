@@ -24,7 +24,10 @@ case "${SQUALL_PROCTRACK:-cgroup}" in
   *) echo "node-init: SQUALL_PROCTRACK='$SQUALL_PROCTRACK': use cgroup or linuxproc" >&2; exit 2 ;;
 esac
 
-install -d -o squall -g squall /fsx/home /fsx/home/squall /fsx/images
+# Home directories below a root-owned /fsx/home, as on a real cluster: a directory another
+# user owns above a per-user cache would let that user swap it (docs/security.md).
+install -d -o root -g root -m 0755 /fsx/home
+install -d -o squall -g squall /fsx/home/squall /fsx/images
 install -d -o alice -g alice /fsx/home/alice
 # The shared image cache as a site's admin makes it: root's, any user may write, sticky,
 # below directories only root may change (sqshbuild checks every one: docs/security.md).

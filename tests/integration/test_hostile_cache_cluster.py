@@ -48,8 +48,7 @@ def test_root_build_and_gc_follow_no_link_alice_planted(cluster: Cluster, tools:
     cluster.run("; ".join(plants), user="alice")
     res = cluster.run(sqshbuild(CACHE, f"{REGISTRY}/sec/links-{tag}:v1"), user="root",
                       timeout=300)
-    assert res.out.strip().endswith(f"{entry}.sqsh"), res
-    assert "note: ignoring" in res.err or "for this build only" in res.err, res
+    assert res.out.strip().endswith(f"{entry}.sqsh"), res  # (--quiet: no notes shown)
     assert snapshot(cluster) == canary
     cluster.run(f"sqshbuild gc --max-size 1 --cache-dir {CACHE}", user="root")
     assert snapshot(cluster) == canary
@@ -62,9 +61,9 @@ def test_squall_never_runs_a_look_alike_image_alice_planted(cluster: Cluster, to
     """alice copies an image of hers (with /marker) under the digest name of the image
     squall is about to run: squall's srun gets the registry's image (was: alice's marker)."""
     tag = uuid.uuid4().hex[:8]
-    pushed = push(cluster, tools, f"sec/poison-{tag}")
+    pushed = push(cluster, tools, f"sec/poison-{tag}", big_mb=1)  # its own digest
     entry = "sha256-" + pushed["digest"].split(":")[1]
-    mine = push(cluster, tools, f"sec/alice-{tag}")
+    mine = push(cluster, tools, f"sec/alice-{tag}", big_mb=1)
     home = "/fsx/home/alice"
     cluster.run(f"umask 022; {sqshbuild(f'{home}/cache', f'{REGISTRY}/sec/alice-{tag}:v1')}"
                 f" >/dev/null && rm -rf {home}/root-{tag} && "
@@ -86,7 +85,7 @@ def test_a_lying_lock_alice_planted_does_not_hold_a_step(cluster: Cluster, tools
     """A lock of alice's with a foreign host and an mtime a year ahead (was: the step
     stayed COMPLETING until she removed it): squall's step runs at once."""
     tag = uuid.uuid4().hex[:8]
-    pushed = push(cluster, tools, f"sec/lock-{tag}")
+    pushed = push(cluster, tools, f"sec/lock-{tag}", big_mb=1)
     entry = "sha256-" + pushed["digest"].split(":")[1]
     cluster.run(f"echo '{{\"host\": \"elsewhere\", \"pid\": 1}}' > {CACHE}/locks/{entry}.lock"
                 f" && touch -d '+365 days' {CACHE}/locks/{entry}.lock", user="alice")
