@@ -45,6 +45,16 @@ def _read_logs(paths: tuple[str, ...]) -> list[str]:
     return lines
 
 
+@cli.command("failover", hidden=True)
+@click.argument("spec")
+@output_options
+def failover_cmd(spec: str) -> None:
+    """Run a job's step with in-job failover on hot spares (written by mksbatch: SPEC is
+    the JSON it puts in the script; see docs/failover.md)."""
+    from squall.failover.supervise import main as supervise
+    sys.exit(supervise(spec))
+
+
 @cli.command("nccl-check")
 @click.argument("logs", nargs=-1, metavar="LOG...")
 @json_option

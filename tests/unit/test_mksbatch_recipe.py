@@ -42,7 +42,7 @@ CASES = [
      "r.yaml:6: nodse: unknown field (did you mean 'nodes'?); known fields here: name, "
      "target, nodes, tasks_per_node, gpus_per_node, cpus_per_task, partition, account, qos, "
      "time, exclusive, log_dir, environment, container, launcher, command, torchrun, mpi, "
-     "checkpoint, requeue, signal, sbatch, srun, setup"),
+     "checkpoint, requeue, signal, spares, failover, sbatch, srun, setup"),
     ("duplicate", BASE + "nodes: 3\n",
      "r.yaml:6: nodes: given twice (first at line 2): keep one"),
     ("bad launcher", BASE.replace("launcher: srun", "launcher: ssh"),

@@ -51,6 +51,15 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Failover:
+    """In-job failover (docs/failover.md): how a lost node or a hang is told."""
+
+    detect_seconds: int = 10
+    hang_seconds: int = 0  # 0: progress is not watched
+    max_restarts: int = 3
+
+
+@dataclass(frozen=True)
 class Recipe:
     path: str
     sha256: str
@@ -77,6 +86,8 @@ class Recipe:
     signal_lead: int = 120
     rdzv_port_base: int = 29500
     mpi: str | None = None
+    spares: int = 0
+    failover: Failover | None = None  # set whenever spares > 0 or the section is given
     sbatch: tuple[tuple[str, str | None], ...] = ()  # (option, value; None for a flag)
     srun: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()
@@ -89,8 +100,12 @@ TOP_FIELDS = (
     "name", "target", "nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task",
     "partition", "account", "qos", "time", "exclusive", "log_dir", "environment",
     "container", "launcher", "command", "torchrun", "mpi", "checkpoint", "requeue", "signal",
-    "sbatch", "srun", "setup",
+    "spares", "failover", "sbatch", "srun", "setup",
 )
+FAILOVER_FIELDS = ("detect_seconds", "hang_seconds", "max_restarts")
+# The bounds of each number a recipe gives, stated once (the schema reads them too).
+LIMITS = {"spares": (0, 64), "detect_seconds": (2, 3600), "hang_seconds": (0, 7 * 86400),
+          "failover_max_restarts": (0, 100)}
 CHECKPOINT_FIELDS = ("dir", "pattern", "complete_marker", "newest_by", "resume")
 REQUEUE_FIELDS = ("max_restarts",)
 SIGNAL_FIELDS = ("name", "forward", "lead_seconds")
@@ -192,6 +207,23 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         sec = top.section("torchrun", TORCHRUN_FIELDS)
         port_base = sec.get("port_base", lambda n, f: r.integer(n, f, 1024, 64535), port_base)
 
+    spares = top.get("spares", lambda n, f: r.integer(n, f, *LIMITS["spares"]), 0)
+    failover = Failover() if spares else None
+    if top.has("failover"):
+        sec = top.section("failover", FAILOVER_FIELDS)
+        failover = Failover(
+            detect_seconds=sec.get("detect_seconds", lambda n, f: r.integer(
+                n, f, *LIMITS["detect_seconds"]), 10),
+            hang_seconds=sec.get("hang_seconds", lambda n, f: r.integer(
+                n, f, *LIMITS["hang_seconds"]), 0),
+            max_restarts=sec.get("max_restarts", lambda n, f: r.integer(
+                n, f, *LIMITS["failover_max_restarts"]), 3))
+        if failover.hang_seconds and failover.hang_seconds < failover.detect_seconds:
+            raise r.err(sec.node_of("hang_seconds"), "failover.hang_seconds",
+                        f"{failover.hang_seconds} is shorter than failover.detect_seconds "
+                        f"({failover.detect_seconds}): give it at least the time of a few "
+                        "steps, or 0 not to watch progress")
+
     mpi = top.optional("mpi", lambda n, f: r.choice(n, f, SRUN_MPI))
     if mpi is not None and launcher != "srun":
         raise r.err(top.key_of("mpi"), "mpi", f"selects srun's --mpi and only applies to "
@@ -214,7 +246,8 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         account=account, qos=qos, time=time, exclusive=exclusive, environment=environment,
         container=container, checkpoint=checkpoint, max_restarts=max_restarts,
         signal=signal, forward_signal=forward, signal_lead=lead, rdzv_port_base=port_base,
-        mpi=mpi, sbatch=sbatch, srun=srun, setup=setup, overrides=changes, text=text,
+        mpi=mpi, spares=spares, failover=failover, sbatch=sbatch, srun=srun, setup=setup,
+        overrides=changes, text=text,
         lineless=lineless,
     )
 
@@ -226,7 +259,7 @@ def recipe_dict(recipe: Recipe) -> dict[str, Any]:
     out["environment"] = dict(recipe.environment)
     out["sbatch"] = {name: True if value is None else value for name, value in recipe.sbatch}
     out["overrides"] = [o.written for o in recipe.overrides]
-    for section in ("container", "checkpoint"):
+    for section in ("container", "checkpoint", "failover"):
         value = getattr(recipe, section)
         out[section] = None if value is None else asdict(value)
     data: dict[str, Any] = json.loads(json.dumps(out))  # tuples become lists

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from squall.failover.spec import CheckpointSpec, Spec
 from squall.mksbatch.container import container_flags
 from squall.mksbatch.recipe import PLACEHOLDER, Recipe
 from squall.mksbatch.template import Template, load_template
@@ -42,9 +43,10 @@ def _resume_word(word: str) -> str:
 
 def _sbatch_options(r: Recipe) -> list[str]:
     tasks = 1 if r.launcher == "torchrun" else r.tasks_per_node
+    nodes = r.nodes + r.spares
     options = [
         f"--job-name={r.name}",
-        f"--nodes={r.nodes}-{r.nodes}",
+        f"--nodes={nodes}-{nodes}",
         f"--ntasks-per-node={tasks}",
     ]
     if r.cpus_per_task is not None:
@@ -60,6 +62,7 @@ def _sbatch_options(r: Recipe) -> list[str]:
     options += [
         "--wait-all-nodes=1",
         "--requeue",
+        *(["--no-kill"] if r.failover is not None else []),  # a lost node is ours to handle
         "--open-mode=append",
         f"--signal=B:{r.signal}@{r.signal_lead}",
         f"--output={r.log_dir}/%x-%j.out",
@@ -89,7 +92,7 @@ def _srun_args(r: Recipe) -> list[str]:
 
 
 def _launcher_values(t: Template, r: Recipe) -> list[str]:
-    if r.launcher == "mpirun":
+    if r.launcher == "mpirun" or r.failover is not None:  # failover: in its spec
         return t.fill("values-mpirun")
     lines = t.fill("values-srun", {"srun_args": _array(_srun_args(r)),
                                    "container_args": _array(_container_args(r))})
@@ -111,7 +114,28 @@ def _resume(t: Template, r: Recipe) -> list[str]:
     return newest + t.fill("resume", {"resume_words": words})
 
 
+def _failover_spec(r: Recipe) -> str:
+    """The JSON the supervisor (``squall failover``) reads: squall/failover/spec.py."""
+    assert r.failover is not None
+    ck = r.checkpoint
+    spec = Spec(
+        nodes=r.nodes, spares=r.spares, launcher=r.launcher, command=r.command,
+        srun_args=tuple(_srun_args(r)) if r.launcher != "mpirun" else (),
+        container_args=tuple(_container_args(r)), nproc_per_node=r.tasks_per_node,
+        tasks_per_node=r.tasks_per_node, port_base=r.rdzv_port_base,
+        detect_seconds=float(r.failover.detect_seconds),
+        hang_seconds=float(r.failover.hang_seconds),
+        max_restarts=r.failover.max_restarts,
+        heartbeat_dir=f"{r.log_dir}/.squall-failover-%JOB%",
+        checkpoint=None if ck is None else CheckpointSpec(
+            dir=ck.dir, pattern=ck.pattern, marker=ck.complete_marker,
+            newest_by=ck.newest_by, resume=ck.resume))
+    return spec.to_json()
+
+
 def _launch(t: Template, r: Recipe) -> list[str]:
+    if r.failover is not None:
+        return t.fill("launch-failover", {"failover_spec": q(_failover_spec(r))})
     return [] if r.launcher == "mpirun" else t.fill(f"launch-{r.launcher}")
 
 

@@ -16,8 +16,10 @@ from squall.mksbatch.options import SBATCH_OWNED, SBATCH_REFUSED
 from squall.mksbatch.recipe import (
     BATCH_SIGNALS,
     CHECKPOINT_FIELDS,
+    FAILOVER_FIELDS,
     FORWARD_SIGNALS,
     LAUNCHERS,
+    LIMITS,
     NEWEST_BY,
     REQUEUE_FIELDS,
     SIGNAL_FIELDS,
@@ -144,6 +146,16 @@ def recipe_schema() -> Schema:
             "forward": _enum("signal sent to the program", FORWARD_SIGNALS),
             "lead_seconds": _int("seconds before the time limit", 1, 65535),
         }, "the time-limit signal"),
+        "spares": _int("hot spare nodes allocated beside nodes, kept ready for in-job "
+                       "failover", *LIMITS["spares"]),
+        "failover": _section(FAILOVER_FIELDS, {
+            "detect_seconds": _int("a node silent this long is lost",
+                                   *LIMITS["detect_seconds"]),
+            "hang_seconds": _int("no progress this long is a hang (0: not watched)",
+                                 *LIMITS["hang_seconds"]),
+            "max_restarts": _int("in-job relaunches before the job is requeued",
+                                 *LIMITS["failover_max_restarts"]),
+        }, "in-job failover on hot spares (docs/failover.md)"),
         "sbatch": {"type": "object", "description": "extra #SBATCH long options (true: an "
                    "option without a value; false: left out)",
                    "propertyNames": {"pattern": "^[a-z][a-z0-9]*(-[a-z0-9]+)*$",

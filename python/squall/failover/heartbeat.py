@@ -1,0 +1,91 @@
+"""Node heartbeats and program progress, as the supervisor sees them.
+
+Each node of the job runs a small agent (:func:`agent_argv`: a shell loop in its own
+``srun --overlap`` step, outside any container) that rewrites ``<dir>/node.<NAME>`` every
+second with a counter and how many of the job user's processes on the node are stopped
+(state T: a frozen task). The program may report progress by touching
+``$SQUALL_PROGRESS_FILE`` (``<dir>/progress.<rank>``) after each step. The supervisor
+judges both by when it saw a file *change*, on its own monotonic clock, so no node's clock
+or a shared filesystem's timestamps matter.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+AGENT = (
+    # the job's signals (time limit, scancel --signal) are the program's, not the agent's
+    'trap "" USR1 USR2 TERM INT HUP; n=0; f="$0/node.$SLURMD_NODENAME"; '
+    'while :; do n=$((n + 1)); '
+    's=$(ps -u "$(id -u)" -o stat= 2>/dev/null | grep -c "^T"); '
+    'printf "%s %s\\n" "$n" "$s" > "$f.tmp" && mv -f "$f.tmp" "$f"; sleep 1; done'
+)
+
+
+def agent_argv(directory: str, nodes: list[str], name: str) -> list[str]:
+    """The srun command line of the heartbeat agents on ``nodes`` (one task a node)."""
+    return ["srun", "--overlap", f"--job-name={name}", f"--nodes={len(nodes)}",
+            f"--ntasks={len(nodes)}", "--ntasks-per-node=1", f"--nodelist={','.join(nodes)}",
+            "--kill-on-bad-exit=0", "--quiet", "sh", "-c", AGENT, directory]
+
+
+@dataclass
+class Seen:
+    content: bytes = b""
+    changed: float = 0.0  # monotonic time of the last change we saw
+
+
+@dataclass
+class Watcher:
+    """When each node's heartbeat and the program's progress last changed."""
+
+    directory: Path
+    started: float = field(default_factory=time.monotonic)
+    nodes: dict[str, Seen] = field(default_factory=dict)
+    progress: dict[str, Seen] = field(default_factory=dict)
+
+    def _look(self, path: Path, seen: Seen, now: float) -> None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(256)
+            st = os.stat(path)
+            data += f"|{st.st_mtime_ns}".encode()
+        except OSError:
+            return
+        if data != seen.content:
+            seen.content, seen.changed = data, now
+
+    def poll(self, nodes: list[str]) -> None:
+        now = time.monotonic()
+        for n in nodes:
+            self._look(self.directory / f"node.{n}",
+                       self.nodes.setdefault(n, Seen(changed=self.started)), now)
+        try:
+            names = [p for p in os.listdir(self.directory) if p.startswith("progress.")]
+        except OSError:
+            names = []
+        for name in names:
+            self._look(self.directory / name,
+                       self.progress.setdefault(name, Seen(changed=self.started)), now)
+
+    def silent(self, node: str) -> float:
+        """Seconds since ``node``'s heartbeat last changed (since the watch began, when
+        it never came)."""
+        seen = self.nodes.get(node)
+        return time.monotonic() - (seen.changed if seen else self.started)
+
+    def stopped(self, node: str) -> int:
+        """How many processes of the job's user the node's agent last saw stopped."""
+        seen = self.nodes.get(node)
+        if seen is None:
+            return 0
+        fields = seen.content.split(b"|")[0].split()
+        return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+
+    def idle(self) -> float:
+        """Seconds since any rank's progress last changed (since the watch began)."""
+        last = max((s.changed for s in self.progress.values()), default=self.started)
+        return time.monotonic() - max(last, self.started)

@@ -1,0 +1,112 @@
+"""In-job failover: which nodes run, which wait, what a lost node changes; heartbeats by
+the watcher's own clock; the recipe fields and the script mksbatch writes for them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from squall.errors import UsageError
+from squall.failover.heartbeat import Watcher
+from squall.failover.plan import Plan
+from squall.failover.spec import Spec
+from squall.mksbatch.recipe import RecipeError, recipe_from_dict
+from squall.mksbatch.render import render
+
+BASE = {"name": "fo", "nodes": 2, "log_dir": "/fsx/logs", "launcher": "srun",
+        "command": ["python3", "train.py"]}
+
+
+def test_the_batch_host_waits_as_the_last_spare():
+    plan = Plan.initial(["n1", "n2", "n3", "n4"], 2, batch_host="n1")
+    assert plan.active == ("n2", "n3") and plan.spares == ("n4", "n1")
+    assert Plan.initial(["n1", "n2"], 2, "n1").active == ("n2", "n1")  # no spare: used
+
+
+def test_a_spare_takes_the_lost_nodes_place_rank_0_included():
+    plan = Plan.initial(["n1", "n2", "n3", "n4"], 2, batch_host="n1")
+    after = plan.replace({"n2"})
+    assert after is not None and after.active == ("n4", "n3") and after.spares == ("n1",)
+    assert after.lost == ("n2",)
+    again = after.replace({"n3"})
+    assert again is not None and again.active == ("n4", "n1") and again.spares == ()
+    assert again.replace({"n4"}) is None  # no spare left: requeue
+
+
+def test_a_lost_spare_is_never_used():
+    plan = Plan.initial(["n1", "n2", "n3", "n4"], 2, batch_host="n1").drop_spares({"n4"})
+    assert plan.spares == ("n1",) and plan.lost == ("n4",)
+
+
+def test_heartbeats_count_by_change_not_by_timestamp(tmp_path):
+    w = Watcher(tmp_path)
+    (tmp_path / "node.a").write_text("1 0\n")
+    future = time.time() + 365 * 86400
+    os.utime(tmp_path / "node.a", (future, future))  # a lying clock changes nothing
+    w.poll(["a", "b"])
+    assert w.silent("a") < 0.5 and w.silent("b") < 0.5
+    time.sleep(0.3)
+    w.poll(["a", "b"])
+    assert w.silent("a") >= 0.3 and w.silent("b") >= 0.3  # b never came, a never changed
+    (tmp_path / "node.a").write_text("2 1\n")
+    w.poll(["a"])
+    assert w.silent("a") < 0.1 and w.stopped("a") == 1
+
+
+def test_progress_is_the_newest_change_of_any_rank(tmp_path):
+    w = Watcher(tmp_path)
+    time.sleep(0.2)
+    w.poll([])
+    assert w.idle() >= 0.2
+    (tmp_path / "progress.0").write_text("")
+    w.poll([])
+    assert w.idle() < 0.1
+
+
+def test_spec_round_trip_and_bad_spec():
+    spec = Spec(nodes=2, spares=1, launcher="srun", command=("a", "b"))
+    assert Spec.from_json(spec.to_json()) == spec
+    for bad in ("{", "[]", '{"nodes": 0, "spares": 0, "launcher": "srun", "command": []}',
+                '{"nodes": 1, "spares": 0, "launcher": "ssh", "command": []}'):
+        with pytest.raises(UsageError, match="regenerate"):
+            Spec.from_json(bad)
+
+
+def test_spares_allocate_more_nodes_without_kill_and_launch_the_supervisor():
+    script = render(recipe_from_dict({**BASE, "spares": 1}))
+    assert "#SBATCH --nodes=3-3" in script and "#SBATCH --no-kill" in script
+    assert "launch=(squall failover " in script and "srun_args=" not in script
+    plain = render(recipe_from_dict(BASE))
+    assert "--no-kill" not in plain and "squall failover" not in plain
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck")
+def test_the_failover_script_passes_shellcheck(tmp_path):
+    recipe = {**BASE, "spares": 2, "failover": {"detect_seconds": 5, "hang_seconds": 60},
+              "checkpoint": {"dir": "/fsx/ck", "complete_marker": "DONE",
+                             "resume": "--resume {checkpoint}"},
+              "container": {"image": "/fsx/i.sqsh"}}
+    path = tmp_path / "job.sbatch"
+    path.write_text(render(recipe_from_dict(recipe)))
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    subprocess.run(["shellcheck", str(path)], check=True)
+    spec = Spec.from_json(path.read_text().split("failover_spec='", 1)[1].split("'\n")[0])
+    assert spec.nodes == 2 and spec.spares == 2 and spec.detect_seconds == 5
+    assert spec.checkpoint is not None and spec.checkpoint.resume == ("--resume",
+                                                                       "{checkpoint}")
+    assert spec.container_args == ("--container-image=/fsx/i.sqsh",)
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"spares": -1}, "spares: must be between 0 and 64"),
+    ({"failover": {"detect_seconds": 1}}, "detect_seconds: must be between 2 and 3600"),
+    ({"failover": {"detect_seconds": 30, "hang_seconds": 10}}, "shorter than"),
+    ({"failover": {"every": 3}}, "unknown field"),
+])
+def test_bad_failover_fields_are_one_line(extra, message):
+    with pytest.raises(RecipeError, match=message):
+        recipe_from_dict({**BASE, **extra})
