@@ -105,6 +105,8 @@ def use_container(cluster: Cluster) -> bool:
 def demo_recipe(site: Site, steps: int, sleep: float, container: bool, **top: object) -> str:
     """sbatch/demo/demo.yaml with this test's paths and sizes."""
     recipe = yaml.safe_load((DEMO_DIR / "demo.yaml").read_text())
+    for key in ("spares", "failover"):  # these tests are of the requeue path
+        recipe.pop(key, None)
     b = site.base
     recipe["log_dir"] = f"{b}/logs"
     recipe["command"] = ["python3", f"{b}/count.py", f"--steps={steps}", f"--every={EVERY}",
