@@ -110,3 +110,15 @@ def test_the_failover_script_passes_shellcheck(tmp_path):
 def test_bad_failover_fields_are_one_line(extra, message):
     with pytest.raises(RecipeError, match=message):
         recipe_from_dict({**BASE, **extra})
+
+
+def test_watch_shows_each_failover_line_once(tmp_path):
+    from squall.mksbatch.watch import FailoverLines
+    log = tmp_path / "job.out"
+    log.write_text("squall: job 7 on n[1-3]\nsquall: failover: node n2 lost: no heartbe")
+    lines = FailoverLines(log)
+    assert lines.new() == []  # half a line: not yet
+    with open(log, "a") as f:
+        f.write("at for 10.2 s\nsomething else\nsquall: failover: relaunching on n3,n1\n")
+    assert lines.new() == ["node n2 lost: no heartbeat for 10.2 s", "relaunching on n3,n1"]
+    assert lines.new() == [] and FailoverLines(None).new() == []

@@ -115,8 +115,9 @@ def command(ctx: click.Context, recipe: str, overrides: tuple[Override, ...],
     click.echo(result["job_id"])
     if follow:
         job_id = int(str(result["job_id"]))
+        job_log = Path(parsed.log_dir) / f"{parsed.name}-{job_id}.out"
         final = watch(slurm, job_id, lambda line: None if is_quiet() else click.echo(line),
-                      poll=poll)
+                      poll=poll, log=job_log if parsed.failover is not None else None)
         if final.state != "COMPLETED":
             raise SquallError(f"job {job_id} ended {final.state} after {final.restarts} "
                               f"restart(s): see its log in the recipe's log_dir")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from squall.errors import SquallError
 from squall.slurm import (
@@ -33,14 +34,44 @@ def describe(info: JobInfo) -> str:
     return text
 
 
+class FailoverLines:
+    """The in-job failover lines of a job's log (``squall: failover: ...``, written by
+    squall/failover/supervise.py), read as the log grows."""
+
+    MARK = "squall: failover: "
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def new(self) -> list[str]:
+        if self.path is None:
+            return []
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(1 << 20)
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        lines, _, self.partial = data.rpartition(b"\n")
+        return [line.split(self.MARK, 1)[1] for line in
+                lines.decode(errors="replace").splitlines() if self.MARK in line]
+
+
 def watch(
     client: SlurmClient,
     job_id: int,
     emit: Callable[[str], None],
     poll: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
+    log: Path | None = None,
 ) -> JobInfo:
-    """Poll ``job_id`` until it ends; emit a line per state change, requeue and restart."""
+    """Poll ``job_id`` until it ends; emit a line per state change, requeue and restart,
+    and, with the job's ``log``, each in-job failover (node lost, relaunch, resume)."""
+    failover = FailoverLines(log)
     last: JobInfo | None = None
     unsure = 0
     failures = 0
@@ -62,6 +93,8 @@ def watch(
             sleep(poll)
             continue
         failures = 0
+        for line in failover.new():
+            emit(f"job {job_id}: failover: {line}")
         if last is None or info.state != last.state or info.nodes != last.nodes:
             if last is not None and info.restarts > last.restarts:
                 emit(f"job {job_id}: requeued, restart {info.restarts}")
@@ -69,6 +102,8 @@ def watch(
         elif info.restarts > last.restarts:
             emit(f"job {job_id}: requeued, restart {info.restarts}")
         if info.final:
+            for line in failover.new():
+                emit(f"job {job_id}: failover: {line}")
             return info
         if info.state in FINAL_UNLESS_REQUEUED:
             unsure += 1
