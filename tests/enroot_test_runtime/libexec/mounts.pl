@@ -15,12 +15,16 @@
 #                                   bind keeps its source's flags) and propagation ([r]private [r]slave
 #                                   [r]shared [r]unbindable); "-" for none. Flags the host
 #                                   locked are kept, so this works where mount(8) 2.38 fails.
+#   entry LABEL NOFAIL SRC DIR REC OPTS
+#                                   the same bind for an fstab entry (fstab.sh queues them):
+#                                   on failure "[ERROR] LABEL: why", or with NOFAIL 1 the
+#                                   entry is skipped, as Enroot's nofail does.
 use strict;   # (no "use warnings": loading it costs ~2 ms on every start)
 our %MS;
 require((__FILE__ =~ s{[^/]*$}{}r || './') . 'syscalls.pl');
 
 my $nr = syscalls_for(shift @ARGV);
-my %ARITY = (tmpfs => 1, mkdir => 1, overlay => 4, rbind => 2, bind => 4);
+my %ARITY = (tmpfs => 1, mkdir => 1, overlay => 4, rbind => 2, bind => 4, entry => 6);
 my %FLAG = (ro => 'RDONLY', nosuid => 'NOSUID', nodev => 'NODEV', noexec => 'NOEXEC',
             noatime => 'NOATIME', nodiratime => 'NODIRATIME', relatime => 'RELATIME',
             strictatime => 'STRICTATIME', rw => '', suid => '', dev => '', exec => '',
@@ -28,6 +32,7 @@ my %FLAG = (ro => 'RDONLY', nosuid => 'NOSUID', nodev => 'NODEV', noexec => 'NOE
 my %PROPAGATION = (private => 'PRIVATE', slave => 'SLAVE', shared => 'SHARED',
                    unbindable => 'UNBINDABLE');
 
+# bind_mount(SRC, DST, REC, OPTS): undef when done, else why not.
 sub bind_mount {
     my ($src, $dst, $rec, $opts) = @_;
     my ($flags, @prop) = (0);
@@ -37,16 +42,17 @@ sub bind_mount {
         } elsif ($o =~ /^(r?)(private|slave|shared|unbindable)$/) {
             push @prop, $MS{$PROPAGATION{$2}} | ($1 ? $MS{REC} : 0);
         } else {
-            fail("unsupported option '$o' for a bind mount of $src: use ro, nosuid, nodev, noexec, "
-                 . "noatime, relatime or a propagation such as rprivate");
+            return "unsupported option '$o' for a bind mount of $src: use ro, nosuid, nodev, noexec, "
+                 . "noatime, relatime or a propagation such as rprivate";
         }
     }
     sys_mount($nr, $src, $dst, undef, $MS{BIND} | ($rec ? $MS{REC} : 0), undef)
-        or fail("cannot bind $src on $dst: $!");
-    !$flags or remount_bind($nr, $dst, $flags) or fail("cannot set '$opts' on the bind of $src: $!");
+        or return "cannot bind $src on $dst: $!";
+    !$flags or remount_bind($nr, $dst, $flags) or return "cannot set '$opts' on the bind of $src: $!";
     for my $p (@prop) {
-        sys_mount($nr, undef, $dst, undef, $p, undef) or fail("cannot set the propagation of $dst: $!");
+        sys_mount($nr, undef, $dst, undef, $p, undef) or return "cannot set the propagation of $dst: $!";
     }
+    return undef;
 }
 
 while (@ARGV) {
@@ -63,7 +69,12 @@ while (@ARGV) {
         my $data = "lowerdir=$a[0],upperdir=$a[1],workdir=$a[2],userxattr";
         sys_mount($nr, 'overlay', $a[3], 'overlay', $MS{NOSUID} | $MS{NODEV}, $data) or exit 2;
     } elsif ($op eq 'bind') {
-        bind_mount(@a);
+        my $why = bind_mount(@a);
+        fail($why) if defined $why;
+    } elsif ($op eq 'entry') {
+        my ($label, $nofail, @bind) = @a;
+        my $why = bind_mount(@bind);
+        fail("$label: $why") if defined $why && !$nofail;
     } elsif ($op eq 'rbind') {
         -d $a[1] or mkdir($a[1]) or fail("cannot create mount point $a[1]: $!");
         sys_mount($nr, $a[0], $a[1], undef, $MS{BIND} | $MS{REC}, undef)

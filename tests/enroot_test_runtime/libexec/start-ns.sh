@@ -47,22 +47,24 @@ sys_mounts() {
 }
 
 # The image under an overlay whose upper layer is in the tmpfs (writes vanish at exit),
-# or the created container's directory, bound nosuid,nodev. Then /proc, /sys and /dev.
+# or the created container's directory, bound nosuid,nodev. Then /proc, /sys and /dev,
+# queued with the binds of the fstab files that follow (fstab.sh).
 mount_rootfs() {
-    local host_dirs=(rbind /proc "$R/proc" rbind /sys "$R/sys")
-    is_true "$ENROOT_RESTRICT_DEV" || host_dirs+=(rbind /dev "$R/dev")
     if [[ $ENROOT_TEST_KIND == name ]]; then
-        sys_mounts tmpfs "$S" mkdir "$R" bind "$ENROOT_TEST_SOURCE" "$R" 0 nosuid,nodev "${host_dirs[@]}"
-        return 0
+        sys_mounts tmpfs "$S" mkdir "$R" bind "$ENROOT_TEST_SOURCE" "$R" 0 nosuid,nodev
+    else
+        sys_mounts tmpfs "$S" mkdir "$R" mkdir "$S/lower" mkdir "$S/upper" mkdir "$S/work"
+        start_fuse_shim
     fi
-    sys_mounts tmpfs "$S" mkdir "$R" mkdir "$S/lower" mkdir "$S/upper" mkdir "$S/work"
-    start_fuse_shim
-    sys_mounts "${host_dirs[@]}"
+    queue_mount "$R/proc" rbind /proc "$R/proc"
+    queue_mount "$R/sys" rbind /sys "$R/sys"
+    is_true "$ENROOT_RESTRICT_DEV" || queue_mount "$R/dev" rbind /dev "$R/dev"
 }
 
 # ENROOT_RESTRICT_DEV: a minimal /dev (no GPUs, no InfiniBand/EFA devices).
 mount_restricted_dev() {
     local n
+    flush_mounts
     mount -t tmpfs -o nosuid,noexec,mode=0755 enroot-dev "$R/dev"
     for n in null zero full random urandom tty; do
         : >"$R/dev/$n"
@@ -111,6 +113,7 @@ mount_fstab_file "$R/etc/fstab" "the image's /etc/fstab" 1
 for f in "$ENROOT_SYSCONF_PATH"/mounts.d/*.fstab "$ENROOT_CONFIG_PATH"/mounts.d/*.fstab; do
     mount_fstab_file "$f" "$f" 1
 done
+flush_mounts
 build_base_environ "$S/environ"
 # ENROOT_MOUNT_HOME is the business of Enroot's hooks.d/10-home.sh, as in Enroot.
 cli_environ_lines cli_env ${opt_env[@]+"${opt_env[@]}"}
@@ -118,6 +121,7 @@ run_conf_and_hooks
 mount_fstab_file "$S/mounts" "a mount queued by a hook" 0
 [[ ! -f $S/conf.fstab ]] || mount_fstab_file "$S/conf.fstab" "mounts() of $opt_conf" 0
 for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do mount_spec "$R" "$m"; done
+flush_mounts
 # --rc FILE, else the conf's rc(), replaces the image's /etc/rc; read before the root switch.
 rc_file="$opt_rc"
 [[ -n $rc_file || ! -f $S/rc ]] || rc_file="$S/rc"
