@@ -29,6 +29,11 @@ install -d -m 0755 "$sysconf" "$sysconf/environ.d" "$sysconf/mounts.d" "$sysconf
 for f in "$here"/hooks.d/*.sh; do
     [[ -e $sysconf/hooks.d/${f##*/} ]] || install -m 0755 "$f" "$sysconf/hooks.d/"
 done
+# Enroot's default mounts.d/20-config.fstab: the host's /etc/hosts, hostname, resolv.conf
+# (and machine-id when present) bound read-only, so node names resolve in every container.
+for f in "$here"/mounts.d/*.fstab; do
+    [[ -e $sysconf/mounts.d/${f##*/} ]] || install -m 0644 "$f" "$sysconf/mounts.d/"
+done
 if [[ ! -e $sysconf/enroot.conf ]]; then
     install -m 0644 "$here/enroot.conf" "$sysconf/enroot.conf"
 fi

@@ -754,6 +754,8 @@ def test_install_sh_installs_a_working_runtime(image, tmp_path):
         "enroot.conf", "environ.d", "hooks.d", "mounts.d"]
     assert sorted(p.name for p in (sysconf / "hooks.d").iterdir()) == [
         "10-aptfix.sh", "10-home.sh", "10-shadow.sh", "50-slurm-pmi.sh"]
+    # Enroot's default mounts.d/20-config.fstab (the host's name-resolution files).
+    assert [p.name for p in (sysconf / "mounts.d").iterdir()] == ["20-config.fstab"]
     e = {k: v for k, v in os.environ.items() if not k.startswith(("ENROOT_", "XDG_"))}
     e["ENROOT_SYSCONF_PATH"] = str(sysconf)
     link = tmp_path / "enroot-link"   # e.g. /usr/local/bin/enroot -> the installed one
@@ -761,9 +763,10 @@ def test_install_sh_installs_a_working_runtime(image, tmp_path):
     runtime = Path(f"/tmp/enroot-runtime-{os.geteuid()}")   # from the installed enroot.conf
     existed = runtime.exists()
     try:
-        r = subprocess.run([str(link), "start", str(image), "cat", "/etc/os-release"], env=e,
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run([str(link), "start", str(image), "cat", "/etc/os-release",
+                            "/etc/hosts"], env=e, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and r.stdout.startswith("ID=squalltest"), r.stderr
+        assert r.stdout.endswith("\n" + Path("/etc/hosts").read_text()), r.stdout
         assert_runtime_dir_clean(runtime)
         assert runtime.is_dir()
     finally:
@@ -802,6 +805,15 @@ echo "INSTALLED=$(setsid setpriv --reuid 1000 --regid 1000 --init-groups env -i 
   PATH=/usr/bin:/bin /opt/enroot-test-runtime/bin/enroot start /home/u/img.sqsh \
   cat /etc/os-release \
   | head -n1) $(ls -d /tmp/enroot-runtime-1000)"
+# Enroot's mounts.d/20-config.fstab, installed: docker's own bind-mounted hosts/hostname/
+# resolv.conf of this container, bound read-only for the user (flags locked by the host).
+INST=(setsid setpriv --reuid 1000 --regid 1000 --init-groups env -i HOME=/home/u PATH=/usr/bin:/bin
+      /opt/enroot-test-runtime/bin/enroot)
+for f in /etc/hosts /etc/hostname /etc/resolv.conf; do
+  probe="cat $f; (echo x >>$f) 2>/dev/null && echo RW; true"
+  inside=$("${INST[@]}" start /home/u/img.sqsh sh -c "$probe")
+  [ "$inside" = "$(cat $f)" ] && echo "HOSTFILE_$f=same" || echo "HOSTFILE_$f=differs"
+done
 echo "OSREL=$(run $E start /home/u/img.sqsh cat /etc/os-release | head -n1)"
 echo "ID=$(run $E start /home/u/img.sqsh id -u)"
 CAPS=$(run $E start /home/u/img.sqsh grep -E '^(CapEff|NoNewPrivs)' /proc/self/status)
@@ -858,6 +870,8 @@ def test_unprivileged_user_in_docker(image):
     got = container_env(r.stdout)
     assert got["OSREL"] == "ID=squalltest", r.stdout
     assert got["INSTALLED"] == "ID=squalltest /tmp/enroot-runtime-1000"
+    for f in ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf"):
+        assert got[f"HOSTFILE_{f}"] == "same", r.stdout
     assert got["ID"] == "1000" and got["ROOTID"] == "0"
     assert got["OWNER"] == "1000:1000 1000:1000" and got["ROOTOWNER"] == "0:0", r.stdout
     assert got["NEWTARGET"] == "/newdir/sub", r.stdout
