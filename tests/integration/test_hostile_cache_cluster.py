@@ -78,6 +78,8 @@ def test_squall_never_runs_a_look_alike_image_alice_planted(cluster: Cluster, to
                       timeout=300)
     assert res.out.split() == ["clean", "clean"], res
     assert snapshot(cluster) == canary
+    # alice's look-alike is hers to remove (nobody else did): leave no digest behind
+    cluster.run(f"rm -rf {CACHE}/{entry}.sqsh {home}/root-{tag} {home}/cache", user="alice")
 
 
 def test_a_lying_lock_alice_planted_does_not_hold_a_step(cluster: Cluster, tools: str,  # noqa: F811
