@@ -66,8 +66,9 @@ class Stopped:
             shims = [c for c in children(self.proc.pid) if cmdline(c)[:1] == ["fuse-shim"]]
             assert len(shims) == 1, [cmdline(c) for c in children(self.proc.pid)]
             self.shim = shims[0]
+            # A zombie child of the stopped shim has an empty command line: skip it.
             fuse = [c for c in children(self.shim)
-                    if Path(cmdline(c)[0]).name == "squashfuse"]
+                    if [Path(a).name for a in cmdline(c)[:1]] == ["squashfuse"]]
             assert len(fuse) == 1, [cmdline(c) for c in children(self.shim)]
             self.squashfuse = fuse[0]
         except BaseException:
