@@ -95,15 +95,24 @@ class Supervisor:
         subprocess.Popen(["srun", "--overlap", "--job-name=squall-warm-spares",
                           f"--nodes={len(spares)}", f"--ntasks={len(spares)}",
                           "--ntasks-per-node=1", f"--nodelist={','.join(spares)}", "--quiet",
-                          *self.spec.container_args, "true"], stdin=subprocess.DEVNULL)
+                          *self.spec.container_args, "/bin/sh", "-c", ":"],
+                         stdin=subprocess.DEVNULL)
         say(f"spares {','.join(spares)} warmed with the image (a container step)")
+
+    def hostfile(self) -> Path:
+        """Rank order as the plan says (rank 0 on active[0]): Slurm itself would order the
+        tasks by its node table, whatever --nodelist says (``--distribution=arbitrary``
+        reads this file instead)."""
+        per_node = 1 if self.spec.launcher == "torchrun" else self.spec.tasks_per_node
+        path = self.dir / f"hosts.{self.attempt}"
+        path.write_text("".join(f"{n}\n" * per_node for n in self.plan.active))
+        return path
 
     def main_argv(self, resume: str | None) -> list[str]:
         s, nodes = self.spec, list(self.plan.active)
         per_node = 1 if s.launcher == "torchrun" else s.tasks_per_node
         argv = ["srun", "--overlap", f"--job-name=squall-main-{self.attempt}",
-                f"--nodes={len(nodes)}", f"--ntasks={len(nodes) * per_node}",
-                f"--ntasks-per-node={per_node}", f"--nodelist={','.join(nodes)}",
+                f"--ntasks={len(nodes) * per_node}", "--distribution=arbitrary",
                 *s.srun_args, *s.container_args]
         if s.launcher == "torchrun":
             argv += ["torchrun", f"--nnodes={len(nodes)}", f"--nproc-per-node={s.nproc_per_node}",
@@ -135,6 +144,7 @@ class Supervisor:
     # -- one attempt ----------------------------------------------------------------------
     def run_attempt(self, resume: str | None) -> Ended:
         env = dict(os.environ, MASTER_ADDR=self.plan.active[0], MASTER_PORT=str(self.port()),
+                   SLURM_HOSTFILE=str(self.hostfile()),
                    SQUALL_PROGRESS_FILE=str(self.dir / "progress.{rank}"),
                    SQUALL_FAILOVER_ATTEMPT=str(self.attempt))
         main = subprocess.Popen(self.main_argv(resume), env=env, stdin=subprocess.DEVNULL)
