@@ -85,6 +85,10 @@ class Watcher:
         fields = seen.content.split(b"|")[0].split()
         return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
 
+    def progressed_since(self, t: float) -> bool:
+        """Some rank's progress changed after monotonic time ``t``."""
+        return any(s.changed > t for s in self.progress.values())
+
     def idle(self) -> float:
         """Seconds since any rank's progress last changed (since the watch began)."""
         last = max((s.changed for s in self.progress.values()), default=self.started)

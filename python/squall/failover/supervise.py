@@ -77,6 +77,7 @@ class Supervisor:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.watch = Watcher(self.dir)
         self.agent: subprocess.Popen[bytes] | None = None
+        self.reaping: list[subprocess.Popen[bytes]] = []  # scancels still talking
         self.attempt = 0
 
     # -- the steps ------------------------------------------------------------------------
@@ -130,16 +131,26 @@ class Supervisor:
         still be in TIME_WAIT on rank 0's node)."""
         return self.spec.port_base + (int(self.job) % 100) * 10 + self.attempt % 10
 
-    def kill_steps(self, prefix: str) -> None:
+    def kill_steps(self, prefix: str, wait: bool = False) -> None:
         """SIGKILL every step of this job whose name starts with ``prefix``, on every node
-        at once: survivors are not waited for."""
+        at once: survivors are not waited for. scancel itself is not waited for either
+        (unless ``wait``): slurmctld signals the live nodes at once, but scancel returns
+        only when the RPC to a dead node has timed out (MessageTimeout, 10 s by default)."""
         out = subprocess.run(["squeue", "--steps", f"--jobs={self.job}", "--noheader",
                               "--format=%i %j"], capture_output=True, text=True, check=False)
         for line in out.stdout.splitlines():
             parts = line.split()
             if len(parts) == 2 and parts[1].startswith(prefix):
-                subprocess.run(["scancel", "--signal=KILL", parts[0]], capture_output=True,
-                               check=False)
+                proc = subprocess.Popen(["scancel", "--signal=KILL", parts[0]],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.reaping.append(proc)
+        self.reaping = [p for p in self.reaping if p.poll() is None]
+        if wait:
+            for p in self.reaping:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
 
     # -- one attempt ----------------------------------------------------------------------
     def run_attempt(self, resume: str | None) -> Ended:
@@ -155,18 +166,26 @@ class Supervisor:
             return self._watch(main)
         finally:
             if main.poll() is None:
+                t = time.monotonic()
                 main.kill()
                 self.kill_steps(f"squall-main-{self.attempt}")
                 main.wait()
+                say(f"attempt {self.attempt} killed on every node in "
+                    f"{time.monotonic() - t:.1f} s")
 
     def _watch(self, main: subprocess.Popen[bytes]) -> Ended:
         s = self.spec
         exited_at: float | None = None
         rc = 0
+        told = self.attempt == 0
         while True:
             time.sleep(POLL)
             nodes = [*self.plan.active, *self.plan.spares]
             self.watch.poll(nodes)
+            if not told and self.watch.progressed_since(self.watch.started + POLL):
+                told = True
+                say(f"attempt {self.attempt}: the ranks report progress again "
+                    f"{time.monotonic() - self.watch.started:.1f} s after its start")
             if self.agent is not None and self.agent.poll() is not None:
                 self.start_agent()  # it ended (a node of it lost): again on the others
             dead_spares = {n for n in self.plan.spares if self.watch.silent(n) > s.detect_seconds}
@@ -242,7 +261,7 @@ class Supervisor:
             if self.agent is not None:
                 self.agent.kill()
             self.kill_steps("squall-heartbeat")
-            self.kill_steps("squall-warm")
+            self.kill_steps("squall-warm", wait=True)
 
     def drain(self, node: str, why: str) -> None:
         proc = subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain",
