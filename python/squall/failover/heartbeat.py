@@ -19,8 +19,13 @@ from pathlib import Path
 AGENT = (
     # the job's signals (time limit, scancel --signal) are the program's, not the agent's
     'trap "" USR1 USR2 TERM INT HUP; n=0; f="$0/node.$SLURMD_NODENAME"; '
-    'while :; do n=$((n + 1)); '
-    's=$(ps -u "$(id -u)" -o stat= 2>/dev/null | grep -c "^T"); '
+    'while :; do n=$((n + 1)); s=0; '
+    # stopped tasks of the step (they carry SQUALL_FAILOVER_ATTEMPT): not the plugin's
+    # own stopped holders, nor anything else of the user's
+    'for p in /proc/[0-9]*; do [ -O "$p" ] || continue; '
+    'read -r _ _ st _ < "$p/stat" 2>/dev/null || continue; [ "$st" = T ] || continue; '
+    'tr "\\0" "\\n" < "$p/environ" 2>/dev/null | grep -q "^SQUALL_FAILOVER_ATTEMPT=" '
+    '&& s=$((s + 1)); done; '
     'printf "%s %s\\n" "$n" "$s" > "$f.tmp" && mv -f "$f.tmp" "$f"; sleep 1; done'
 )
 
