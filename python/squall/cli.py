@@ -47,10 +47,12 @@ def _read_logs(paths: tuple[str, ...]) -> list[str]:
 
 @cli.command("failover", hidden=True)
 @click.argument("spec")
+@json_option
 @output_options
-def failover_cmd(spec: str) -> None:
+def failover_cmd(spec: str, as_json: bool) -> None:
     """Run a job's step with in-job failover on hot spares (written by mksbatch: SPEC is
-    the JSON it puts in the script; see docs/failover.md)."""
+    the JSON it puts in the script; see docs/failover.md). Its report is the job log's
+    lines (--json changes nothing)."""
     from squall.failover.supervise import main as supervise
     sys.exit(supervise(spec))
 

@@ -137,7 +137,16 @@ def test_mntns_find_names_a_process_of_that_user_in_that_namespace():
         assert lib.sq_mntns_of(inside.pid, dev, ino) == 0
         assert lib.sq_mntns_find(dev[0], ino[0], os.getuid()) == inside.pid
         assert lib.sq_mntns_find(dev[0], ino[0], 4242) == -1      # another user's: none
-        assert lib.sq_mntns_find(dev[0], ino[0] + 1, os.getuid()) == -1
+        # a namespace no process is in (ino + 1 may be a container's, as on a machine
+        # running the mini cluster)
+        used = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                used.add(int(os.readlink(f"/proc/{pid}/ns/mnt").strip("mnt:[]")))
+            except OSError:
+                pass
+        free = next(i for i in range(ino[0] + 1, ino[0] + 100000) if i not in used)
+        assert lib.sq_mntns_find(dev[0], free, os.getuid()) == -1
     finally:
         inside.kill()
         inside.wait()
