@@ -121,3 +121,13 @@ def test_a_malformed_index_record_is_one_note(tmp_path, caplog, body):
     cache._index_path("r/x:1", "linux/amd64").write_text(body)
     assert cache.lookup("r/x:1", "linux/amd64") is None
     assert caplog.text.count("malformed index record") == 1
+
+
+def test_a_chain_with_a_repeated_name_names_the_right_directory(tmp_path):
+    """/.../x/x: the unsafe one is the deeper x (was: the first x was named)."""
+    inner = tmp_path / "x" / "x"
+    inner.mkdir(parents=True)
+    os.chmod(inner, 0o777)
+    with pytest.raises(safefs.Unsafe) as exc:
+        safefs.check_chain(inner, Trust.current())
+    assert str(exc.value).startswith(f"{inner} is writable by every user"), exc.value

@@ -37,19 +37,18 @@ def check_chain(path: Path, trust: Trust) -> None:
     links already resolved) is one that only trusted users can rearrange."""
     fd = open_dir("/")
     try:
-        for part in path.parts[1:]:
+        for depth, part in enumerate(path.parts[1:], start=2):
+            here = Path(*path.parts[:depth])
             try:
                 nxt = open_dir(part, dir_fd=fd)
             except OSError as exc:
-                where = Path(*path.parts[:path.parts.index(part) + 1])
                 if exc.errno == errno.ELOOP:
-                    raise Unsafe(f"{where} is a symlink") from None
+                    raise Unsafe(f"{here} is a symlink") from None
                 raise
             os.close(fd)
             fd = nxt
             why = trust.why_not_dir(os.fstat(fd))
             if why:
-                here = Path(*path.parts[:path.parts.index(part) + 1])
                 raise Unsafe(f"{here} {why}")
     finally:
         os.close(fd)
