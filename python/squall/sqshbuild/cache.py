@@ -100,10 +100,6 @@ def sub_dir_mode(root_mode: int) -> int:
     return mode | stat.S_ISVTX if mode & 0o022 else mode
 
 
-def _who(uid: int) -> str:
-    return who(uid)
-
-
 def _owner_of(st: os.stat_result) -> tuple[int, int]:
     return st.st_uid, st.st_gid
 
@@ -383,14 +379,14 @@ class ImageCache:
             return f"the image cache {self.root} is on a read-only filesystem"
         try:
             st = d.stat()
-            how = f"owner {_who(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}"
+            how = f"owner {who(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}"
             root = self.root.stat()
         except OSError as exc:
             return f"cannot use the image cache directory {d}: {exc.strerror}"
         fix = f"chmod {mode:04o} {d}"
         if d != self.root and not mode & 0o002 and st.st_uid != root.st_uid:
             fix = f"chown --reference={self.root} {d}"
-        return (f"the image cache directory {d} is not writable by {_who(os.geteuid())} "
+        return (f"the image cache directory {d} is not writable by {who(os.geteuid())} "
                 f"({how}): an admin can fix it with {fix}")
 
     def note(self, path: Path, why: str) -> None:
@@ -690,7 +686,7 @@ class ImageCache:
             log.warning("note: %d image(s) of other users (%d bytes) in %s are neither used "
                         "nor removed by %s (docs/security.md): their owners' gc or an admin "
                         "removes them", len(foreign), sum(e[2] for e in foreign), self.root,
-                        _who(os.geteuid()))
+                        who(os.geteuid()))
         return removed
 
     def _remove_leftovers(self) -> list[dict[str, Any]]:

@@ -35,19 +35,20 @@ def who(uid: int) -> str:
         return str(uid)
 
 
-@functools.lru_cache(maxsize=256)
-def _members(gid: int) -> frozenset[int]:
+@functools.lru_cache(maxsize=4096)
+def _in_group(uid: int, gid: int) -> bool:
+    """``uid``'s primary group is ``gid`` or it is listed as a member: looked up for this
+    one user and group (never a walk over every user, which a site's LDAP may refuse)."""
     try:
-        names = grp.getgrgid(gid).gr_mem
+        user = pwd.getpwuid(uid)
     except KeyError:
-        return frozenset()
-    uids = {p.pw_uid for p in pwd.getpwall() if p.pw_gid == gid}
-    for name in names:
-        try:
-            uids.add(pwd.getpwnam(name).pw_uid)
-        except KeyError:
-            pass
-    return frozenset(uids)
+        return False
+    if user.pw_gid == gid:
+        return True
+    try:
+        return user.pw_name in grp.getgrgid(gid).gr_mem
+    except KeyError:
+        return False
 
 
 def _parse(entries: list[str], where: str) -> tuple[frozenset[int], frozenset[int]]:
@@ -81,7 +82,7 @@ class Trust:
         return _current(os.environ.get(BUILDERS_ENV), os.geteuid())
 
     def owner(self, uid: int) -> bool:
-        return uid in self.uids or any(uid in _members(g) for g in self.gids)
+        return uid in self.uids or any(_in_group(uid, g) for g in self.gids)
 
     def why_not_file(self, st: os.stat_result) -> str:
         """'' when a cache file with this ``lstat`` may be used, else why not (a phrase)."""
