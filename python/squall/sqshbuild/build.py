@@ -26,7 +26,6 @@ from squall.sqshbuild.cache import (
     disk_error,
     entry_name,
     fsync_dir,
-    may_remove,
     remove_dead_temps,
     remove_dead_work_dirs,
     rmtree_forced,
@@ -54,6 +53,7 @@ from squall.sqshbuild.squash import (
     squash_error,
     tar2sqfs_argv,
 )
+from squall.sqshbuild.trust import may_remove
 from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
 from squall.sqshbuild.versions import VersionProbe
 from squall.sqshbuild.writeback import EarlyWriteback

@@ -49,7 +49,7 @@ from typing import Any
 from squall.errors import SquallError
 from squall.sqshbuild import safefs
 from squall.sqshbuild.lock import SharedLock, pid_alive
-from squall.sqshbuild.trust import Trust, who
+from squall.sqshbuild.trust import Trust, may_remove, who
 
 log = logging.getLogger("squall")
 
@@ -142,15 +142,6 @@ def is_dead_temp(path: Path, now: float | None = None) -> bool:
         return (now or time.time()) - path.lstat().st_mtime > DEAD_TEMP_AGE
     except OSError:
         return False
-
-
-def may_remove(st: os.stat_result, trust: Trust | None = None) -> bool:
-    """An entry this process may delete: its own, or (for root) a trusted owner's; never
-    another user's (docs/security.md)."""
-    euid = os.geteuid()
-    if st.st_uid == euid:
-        return True
-    return euid == 0 and (trust or Trust.current()).owner(st.st_uid)
 
 
 def remove_dead_temps(directory: Path, pattern: str) -> list[tuple[Path, int]]:

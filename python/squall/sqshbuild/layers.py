@@ -40,7 +40,7 @@ import requests
 
 from squall.errors import SquallError
 from squall.sqshbuild import safefs
-from squall.sqshbuild.cache import fsync_dir, may_remove, sub_dir_mode, work_dir_prefix
+from squall.sqshbuild.cache import fsync_dir, sub_dir_mode, work_dir_prefix
 from squall.sqshbuild.growing import LayerStream
 from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.lock import SharedLock
@@ -53,7 +53,7 @@ from squall.sqshbuild.transport import (
     request_timeout,
     too_long,
 )
-from squall.sqshbuild.trust import Trust
+from squall.sqshbuild.trust import Trust, may_remove
 
 log = logging.getLogger("squall")
 CHUNK = 1 << 20

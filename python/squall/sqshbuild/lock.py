@@ -32,7 +32,7 @@ from pathlib import Path
 
 from squall.errors import SquallError
 from squall.sqshbuild import safefs
-from squall.sqshbuild.trust import Trust, who
+from squall.sqshbuild.trust import Trust, may_remove, who
 
 log = logging.getLogger("squall")
 
@@ -140,13 +140,12 @@ class SharedLock:
 
     def break_stale(self) -> bool:
         """Remove the lock if its owner is gone; True if this process removed it."""
-        if not self.is_stale():
-            return False
+        return self.is_stale() and self._remove()
+
+    def _remove(self) -> bool:
+        """Move the (stale) lock aside and delete it, when it is this process's to remove."""
         st = safefs.lstat(self.path)
-        if st is None:
-            return False
-        if st.st_uid != os.geteuid() and not (os.geteuid() == 0
-                                              and self.trust.owner(st.st_uid)):
+        if st is None or not may_remove(st, self.trust):
             return False  # another user's: never removed (a sticky directory anyway)
         aside = self.path.with_name(f"{self.path.name}.stale.{uuid.uuid4().hex}")
         try:
@@ -177,9 +176,9 @@ class SharedLock:
                             "without it", self.path, why)
                 self.unlocked = True
                 return True
-            if self.break_stale():
-                continue
             if self.is_stale():
+                if self._remove() or safefs.lstat(self.path) is None:
+                    continue
                 st = safefs.lstat(self.path)
                 log.warning("note: the lock %s of %s is stale and not this user's to remove: "
                             "building without it", self.path,

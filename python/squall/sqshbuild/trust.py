@@ -142,3 +142,12 @@ def kind(mode: int) -> str:
         if test(mode):
             return name
     return "of unknown type"
+
+
+def may_remove(st: os.stat_result, trust: Trust | None = None) -> bool:
+    """An entry this process may delete: its own, or (for root) a trusted owner's; never
+    another user's (docs/security.md)."""
+    euid = os.geteuid()
+    if st.st_uid == euid:
+        return True
+    return euid == 0 and (trust or Trust.current()).owner(st.st_uid)
