@@ -105,10 +105,12 @@ class Cluster:
         if not path.startswith("/fsx/"):
             raise ValueError(f"put: {path!r} is not under /fsx")
         host = self.fsx_host / path[len("/fsx/"):]
+        # Only the directories made here become the owner's: chowning existing parents
+        # would hand root's /fsx/home or /fsx/squall to the test user.
+        made = [p for p in [host.parent, *host.parent.parents]
+                if p.is_relative_to(self.fsx_host) and p != self.fsx_host and not p.exists()]
         host.parent.mkdir(parents=True, exist_ok=True)
-        for parent in [host.parent, *host.parent.parents]:
-            if parent == self.fsx_host:
-                break
+        for parent in made:
             os.chown(parent, owner, owner)
         tmp = host.with_name(host.name + ".tmp-put")
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
