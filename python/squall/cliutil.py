@@ -26,6 +26,7 @@ import click
 
 from squall import __version__
 from squall.errors import SquallError
+from squall.log import log
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -34,8 +35,6 @@ CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"],
                                     "max_content_width": 100}
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-log = logging.getLogger("squall")
 
 
 class _Output:

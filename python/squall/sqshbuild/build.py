@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from squall.cliutil import log
 from squall.errors import SquallError
+from squall.log import log
 from squall.sqshbuild import enroot_files, mirrors
 from squall.sqshbuild.cache import (
     FILE_MODE,

@@ -35,7 +35,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import logging
 import os
 import shutil
 import socket
@@ -47,11 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from squall.errors import SquallError
+from squall.log import log
 from squall.sqshbuild import safefs
 from squall.sqshbuild.lock import SharedLock, pid_alive
 from squall.sqshbuild.trust import Trust, may_remove, who
-
-log = logging.getLogger("squall")
 
 DEFAULT_CACHE = "/fsx/squall/images"
 CACHE_ENV = "SQSHBUILD_CACHE"

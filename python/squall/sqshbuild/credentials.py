@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
 import re
 import shutil
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from squall.errors import SquallError
+from squall.log import log
 
 NVCR = "nvcr.io"
 NGC_USER = "$oauthtoken"
@@ -46,7 +46,6 @@ DOCKER_HUB_SERVER = "https://index.docker.io/v1/"
 IDENTITY_TOKEN_USER = "<token>"  # a helper's way of returning an OAuth2 refresh token
 FILE_CAP = 4 << 20  # a credentials file larger than this is not one
 
-log = logging.getLogger("squall")
 _SECRETS: set[str] = set()
 _NOTED: set[str] = set()  # files already named as readable by others, in this run
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import logging
 import os
 import shutil
 import stat
@@ -39,6 +38,7 @@ from typing import BinaryIO
 import requests
 
 from squall.errors import SquallError
+from squall.log import log
 from squall.sqshbuild import safefs
 from squall.sqshbuild.cache import fsync_dir, sub_dir_mode, work_dir_prefix
 from squall.sqshbuild.growing import LayerStream
@@ -55,7 +55,6 @@ from squall.sqshbuild.transport import (
 )
 from squall.sqshbuild.trust import Trust, may_remove
 
-log = logging.getLogger("squall")
 CHUNK = 1 << 20
 CONFIG_LIMIT = 64 << 20  # an image config read back from the cache
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import os
 import socket
 import threading
@@ -31,10 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from squall.errors import SquallError
+from squall.log import log
 from squall.sqshbuild import safefs
 from squall.sqshbuild.trust import Trust, may_remove, who
-
-log = logging.getLogger("squall")
 
 HEARTBEAT = 5.0
 STALE_AFTER = 60.0

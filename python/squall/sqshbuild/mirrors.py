@@ -20,7 +20,6 @@ mirror can never change an image. Docker Hub is ``docker.io`` here, as in the fo
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import threading
@@ -33,11 +32,11 @@ from typing import Any, TypeVar
 import requests
 
 from squall.errors import SquallError
+from squall.log import log
 from squall.sqshbuild.refs import DOCKER_HUB, Source
 from squall.sqshbuild.registry import Manifest, RegistryClient
 from squall.sqshbuild.transport import CONFIG_CAP
 
-log = logging.getLogger("squall")
 T = TypeVar("T")
 
 ENV = "CONTAINERS_REGISTRIES_CONF"

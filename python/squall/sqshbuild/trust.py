@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import functools
 import grp
-import logging
 import os
 import pwd
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger("squall")
+from squall.log import log
 
 BUILDERS_ENV = "SQSHBUILD_BUILDERS"
 BUILDERS_FILE = Path("/etc/squall/builders")
