@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from squall.errors import SquallError
 from squall.failover.spec import CheckpointSpec, Spec
 from squall.mksbatch.container import container_flags
 from squall.mksbatch.recipe import PLACEHOLDER, Recipe
@@ -20,10 +21,15 @@ from squall.mksbatch.template import Template, load_template
 def q(value: str) -> str:
     """Single-quote ``value`` for bash: nothing inside is expanded or executed.
 
-    Always quoted, even when nothing needs it, so every recipe value is visibly inert.
-    An embedded ' closes the quotes, adds an escaped quote and reopens them.
+    Always quoted, even when nothing needs it, so every recipe value is visibly inert. The
+    quoting is the C core's (fuzzed, and the one the plugin writes enroot's config with).
     """
-    return "'" + value.replace("'", "'\\''") + "'"
+    try:
+        from squall import core
+    except ImportError as exc:
+        raise SquallError(f"cannot render the sbatch script: the squall C core is not built "
+                          f"({exc}): run `make core`") from None
+    return core.shell_quote(value)
 
 
 def _printable(text: str) -> str:
