@@ -26,7 +26,7 @@ import click
 
 from squall import __version__
 from squall.errors import SquallError
-from squall.log import log
+from squall.log import log as log  # the CLIs configure it; re-exported for them
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
