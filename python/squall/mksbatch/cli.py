@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
+from squall.atomic_write import write_atomic
 from squall.cliutil import CONTEXT_SETTINGS, is_quiet, log, output_options, run_cli, version_option
 from squall.errors import SetupError, SquallError
 from squall.mksbatch.jobs import submit as submit_job
@@ -21,24 +21,13 @@ from squall.mksbatch.watch import watch
 from squall.slurm import BACKENDS, client
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o755) -> None:
+def write_script(path: Path, text: str, mode: int = 0o755) -> None:
     """Write ``text`` to ``path`` so readers see the old file or the whole new one."""
-    directory = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+        write_atomic(path, text, mode)
     except OSError as exc:
         raise SetupError(f"cannot write {path}: {exc.strerror}: check that the directory "
                          "exists and is writable") from None
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise SetupError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _parse_sets(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]
@@ -87,7 +76,7 @@ def command(ctx: click.Context, recipe: str, overrides: tuple[Override, ...],
                                    "schema: give it as ./schema)", ctx)
         text = json.dumps(recipe_schema(), indent=2) + "\n"
         if output:
-            write_atomic(Path(output), text, mode=0o644)
+            write_script(Path(output), text, mode=0o644)
         else:
             click.echo(text, nl=False)
         return
@@ -97,7 +86,7 @@ def command(ctx: click.Context, recipe: str, overrides: tuple[Override, ...],
     script = render(parsed)
     result: dict[str, object] = {"recipe": recipe_dict(parsed), "script": script}
     if output:
-        write_atomic(Path(output), script)
+        write_script(Path(output), script)
         result["output"] = output
         log.info("wrote %s", output)
     if submit or follow:

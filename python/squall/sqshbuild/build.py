@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from squall.atomic_write import temp_name, write_atomic
 from squall.errors import SquallError
 from squall.log import log
 from squall.sqshbuild import enroot_files, mirrors
@@ -519,8 +520,8 @@ def _publish_to(tmp: Path, final: Path, sidecar: dict[str, Any]) -> Path:
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         sidecar = dict(sidecar, size=tmp.stat().st_size, path=str(final))
-        side.write_text(json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
-        os.chmod(side, FILE_MODE)
+        write_atomic(side, json.dumps(sidecar, indent=2, sort_keys=True) + "\n", FILE_MODE,
+                     tmp=temp_name(side, TMP_PREFIX))
         os.replace(tmp, final)
         fsync_dir(final.parent)
     except OSError as exc:

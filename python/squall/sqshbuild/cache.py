@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from squall.atomic_write import temp_name, write_atomic
 from squall.errors import SquallError
 from squall.log import log
 from squall.sqshbuild import safefs
@@ -528,16 +529,12 @@ class ImageCache:
         path = self._index_path(reference, platform)
         if not safefs.owned_by_me(path):
             return  # another user's record (trusted or not): never replaced
-        tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{socket.gethostname()}.{os.getpid()}"
-                             f"~{uuid.uuid4().hex[:8]}")
+        record = json.dumps({"reference": reference, "platform": platform, "digest": digest,
+                             "updated": time.time()})
         try:
-            fd = safefs.create(tmp, FILE_MODE)
-            with os.fdopen(fd, "w") as f:
-                json.dump({"reference": reference, "platform": platform, "digest": digest,
-                           "updated": time.time()}, f)
-            os.replace(tmp, path)
+            write_atomic(path, record, FILE_MODE, tmp=temp_name(path, TMP_PREFIX), fsync=False)
         except OSError:
-            safefs.unlink_own(tmp)
+            pass
 
     # -- publish --------------------------------------------------------------------------
     def publish(self, digest: str, built: Path, sidecar: dict[str, Any],
@@ -550,8 +547,6 @@ class ImageCache:
         if blocked:
             raise SquallError(f"cannot publish {final}: {blocked}; remove it (an admin) or "
                               "build with --cache-dir elsewhere")
-        side_tmp = side.with_name(f"{TMP_PREFIX}{side.name}.{socket.gethostname()}."
-                                  f"{os.getpid()}~{uuid.uuid4().hex[:8]}")
         try:
             fd = safefs.open_read(built)
             try:
@@ -561,21 +556,16 @@ class ImageCache:
             finally:
                 os.close(fd)
             sidecar = dict(sidecar, size=size, path=str(final))
-            with os.fdopen(safefs.create(side_tmp, FILE_MODE), "w") as f:
-                json.dump(sidecar, f, indent=2, sort_keys=True)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
             try:
-                os.replace(side_tmp, side)
+                write_atomic(side, json.dumps(sidecar, indent=2, sort_keys=True) + "\n",
+                             FILE_MODE, tmp=temp_name(side, TMP_PREFIX))
             except PermissionError:
                 # a trusted user's sidecar of this very entry (same digest and options) in
                 # a sticky root: it describes the same image; keep it
-                safefs.unlink_own(side_tmp)
+                pass
             os.replace(built, final)
             fsync_dir(self.root)
         except (OSError, safefs.Unsafe) as exc:
-            safefs.unlink_own(side_tmp)
             if isinstance(exc, safefs.Unsafe):
                 raise SquallError(f"cannot publish {final}: {exc}") from None
             raise disk_error(exc, final, "publishing") from None

@@ -37,6 +37,7 @@ from typing import BinaryIO
 
 import requests
 
+from squall.atomic_write import write_atomic
 from squall.errors import SquallError
 from squall.log import log
 from squall.sqshbuild import safefs
@@ -354,11 +355,9 @@ class LayerCache:
             return data  # another user's name: never replaced
         tmp = path.with_name(f"{path.name}.{os.getpid()}~{uuid.uuid4().hex[:8]}.tmp")
         try:
-            with os.fdopen(safefs.create(tmp, 0o644), "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            write_atomic(path, data, 0o644, tmp=tmp, fsync=False)
         except OSError:
-            safefs.unlink_own(tmp)  # only a cache: the build goes on without it
+            pass  # only a cache: the build goes on without it
         return data
 
     def fetch_all(self, client: RegistryClient, descs: list[Descriptor], jobs: int = 4,
