@@ -1,0 +1,34 @@
+"""Every tier tests this checkout's squall: an editable install of another clone (or a
+site-packages copy) would test that code instead, and pass or fail for the wrong reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# python/: the sources (PYTHONPATH=python or the editable install); build/asan/: the copy
+# `make asan` builds beside its sanitized core and puts first on PYTHONPATH.
+CHECKOUT_DIRS = (ROOT / "python", ROOT / "build" / "asan")
+
+
+def imported_from(module_file: str | None) -> Path | None:
+    """The checkout directory MODULE_FILE lies under, or None."""
+    if not module_file:
+        return None
+    path = Path(module_file).resolve()
+    return next((d for d in CHECKOUT_DIRS if path.is_relative_to(d)), None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        import squall
+    except ImportError as exc:
+        raise pytest.UsageError(
+            f"squall is not importable ({exc}): run with PYTHONPATH={ROOT / 'python'} "
+            "or run `bash .ci/install-deps.sh`") from None
+    if imported_from(squall.__file__) is None:
+        raise pytest.UsageError(
+            f"squall is imported from {squall.__file__}, not from this checkout ({ROOT}): "
+            f"run with PYTHONPATH={ROOT / 'python'} or run `bash .ci/install-deps.sh`")
