@@ -1,4 +1,5 @@
-"""dockerd:// against the local Docker engine, read-only, with the project's squall-base image."""
+"""dockerd:// against the local Docker engine, read-only, with the project's squall-base image
+(in the integration tier: tests/unit runs without a Docker engine)."""
 
 from __future__ import annotations
 
