@@ -15,9 +15,9 @@ import pytest
 import yaml
 from mksbatch_helpers import REPO
 
-from squall.mksbatch import load_recipe, recipe_schema, render, submit
+from squall.mksbatch import RecipeError, load_recipe, recipe_schema, render, submit
 from squall.mksbatch.container import CONTAINER_FIELDS
-from squall.mksbatch.recipe import CHECKPOINT_FIELDS, TOP_FIELDS
+from squall.mksbatch.recipe import CHECKPOINT_FIELDS, LIMITS, TOP_FIELDS
 
 MAIN = "from squall.mksbatch.cli import main; main()"
 GOOD = "name: t\nnodes: 1\nlog_dir: /l\nlauncher: srun\ncommand: [x]\n"
@@ -142,3 +142,34 @@ def test_json_with_submit(tmp_path: Path) -> None:
     proc = mksbatch("r.yaml", "--json", "--submit", "--backend", "cli", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["job_id"] == 4242
+
+
+def _integers(schema: dict, prefix: str = "") -> dict[str, tuple[int, int | None]]:
+    """Every integer field of the schema, by its dotted recipe name: (minimum, maximum)."""
+    out = {}
+    for name, sub in schema.get("properties", {}).items():
+        path = f"{prefix}{name}"
+        if sub.get("type") == "integer":
+            out[path] = (sub["minimum"], sub.get("maximum"))
+        out.update(_integers(sub, path + "."))
+    return out
+
+
+def test_the_schema_states_the_limits_validation_applies(tmp_path: Path) -> None:
+    """One table of bounds (recipe.LIMITS): every number of the schema, with the bounds a
+    recipe is refused outside of."""
+    assert _integers(recipe_schema()) == LIMITS
+    for fld, (low, high) in LIMITS.items():
+        head, _, leaf = fld.rpartition(".")
+        for value, ok in ((low, True), (low - 1, False)) + (
+                ((high, True), (high + 1, False)) if high is not None else ()):
+            base = GOOD.replace("nodes: 1\n", "") if fld == "nodes" else GOOD
+            if head == "torchrun":
+                base = base.replace("launcher: srun", "launcher: torchrun")
+            text = base + (f"{head}:\n  {leaf}: {value}\n" if head else f"{leaf}: {value}\n")
+            (tmp_path / "r.yaml").write_text(text)
+            if ok:
+                load_recipe(tmp_path / "r.yaml")
+            else:
+                with pytest.raises(RecipeError, match=f"{fld}: must be"):
+                    load_recipe(tmp_path / "r.yaml")

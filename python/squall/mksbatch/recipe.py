@@ -103,9 +103,15 @@ TOP_FIELDS = (
     "spares", "failover", "sbatch", "srun", "setup",
 )
 FAILOVER_FIELDS = ("detect_seconds", "hang_seconds", "max_restarts")
-# The bounds of each number a recipe gives, stated once (the schema reads them too).
-LIMITS = {"spares": (0, 64), "detect_seconds": (2, 3600), "hang_seconds": (0, 7 * 86400),
-          "failover_max_restarts": (0, 100)}
+# The bounds of every number a recipe gives, by field as written in the recipe: (minimum,
+# maximum or None). Stated once: validation and the JSON Schema both read them.
+LIMITS: dict[str, tuple[int, int | None]] = {
+    "nodes": (1, None), "tasks_per_node": (1, None), "gpus_per_node": (0, None),
+    "cpus_per_task": (1, None), "requeue.max_restarts": (0, 1000),
+    "signal.lead_seconds": (1, 65535), "torchrun.port_base": (1024, 64535),
+    "spares": (0, 64), "failover.detect_seconds": (2, 3600),
+    "failover.hang_seconds": (0, 7 * 86400), "failover.max_restarts": (0, 100),
+}
 CHECKPOINT_FIELDS = ("dir", "pattern", "complete_marker", "newest_by", "resume")
 REQUEUE_FIELDS = ("max_restarts",)
 SIGNAL_FIELDS = ("name", "forward", "lead_seconds")
@@ -156,15 +162,16 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         n, f, _NAME, "may only use letters, digits and . _ - (starting with a letter or "
         "digit)"), "name: my-training")
     target = top.get("target", lambda n, f: r.choice(n, f, TARGETS), "generic")
-    nodes = top.require("nodes", lambda n, f: r.integer(n, f, 1), "nodes: 2")
+    number = _number(r)
+    nodes = top.require("nodes", number, "nodes: 2")
     launcher = top.require("launcher", lambda n, f: r.choice(n, f, LAUNCHERS),
                            "launcher: srun")
     command = top.require("command", lambda n, f: r.string_list(n, f, split=True),
                           "command: [python3, train.py]")
-    gpus = top.get("gpus_per_node", lambda n, f: r.integer(n, f, 0), 0)
+    gpus = top.get("gpus_per_node", number, 0)
     default_tasks = gpus if (launcher == "torchrun" and gpus > 0) else 1
-    tasks = top.get("tasks_per_node", lambda n, f: r.integer(n, f, 1), default_tasks)
-    cpus = top.optional("cpus_per_task", lambda n, f: r.integer(n, f, 1))
+    tasks = top.get("tasks_per_node", number, default_tasks)
+    cpus = top.optional("cpus_per_task", number)
     sbatch_word = _sbatch_word(r)
     partition = top.optional("partition", sbatch_word)
     account = top.optional("account", sbatch_word)
@@ -189,7 +196,7 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
     max_restarts = 3
     if top.has("requeue"):
         sec = top.section("requeue", REQUEUE_FIELDS)
-        max_restarts = sec.get("max_restarts", lambda n, f: r.integer(n, f, 0, 1000), 3)
+        max_restarts = sec.get("max_restarts", number, 3)
 
     default_forward = "TERM" if launcher == "torchrun" else "USR1"
     signal, forward, lead = "USR1", default_forward, 120
@@ -197,7 +204,7 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         sec = top.section("signal", SIGNAL_FIELDS)
         signal = sec.get("name", lambda n, f: r.choice(n, f, BATCH_SIGNALS), signal)
         forward = sec.get("forward", lambda n, f: r.choice(n, f, FORWARD_SIGNALS), forward)
-        lead = sec.get("lead_seconds", lambda n, f: r.integer(n, f, 1, 65535), lead)
+        lead = sec.get("lead_seconds", number, lead)
 
     port_base = 29500
     if top.has("torchrun"):
@@ -205,19 +212,16 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
             raise r.err(top.key_of("torchrun"), "torchrun", f"only applies to launcher: "
                         f"torchrun (launcher is {launcher}): remove this section")
         sec = top.section("torchrun", TORCHRUN_FIELDS)
-        port_base = sec.get("port_base", lambda n, f: r.integer(n, f, 1024, 64535), port_base)
+        port_base = sec.get("port_base", number, port_base)
 
-    spares = top.get("spares", lambda n, f: r.integer(n, f, *LIMITS["spares"]), 0)
+    spares = top.get("spares", number, 0)
     failover = Failover() if spares else None
     if top.has("failover"):
         sec = top.section("failover", FAILOVER_FIELDS)
         failover = Failover(
-            detect_seconds=sec.get("detect_seconds", lambda n, f: r.integer(
-                n, f, *LIMITS["detect_seconds"]), 10),
-            hang_seconds=sec.get("hang_seconds", lambda n, f: r.integer(
-                n, f, *LIMITS["hang_seconds"]), 0),
-            max_restarts=sec.get("max_restarts", lambda n, f: r.integer(
-                n, f, *LIMITS["failover_max_restarts"]), 3))
+            detect_seconds=sec.get("detect_seconds", number, 10),
+            hang_seconds=sec.get("hang_seconds", number, 0),
+            max_restarts=sec.get("max_restarts", number, 3))
         if failover.hang_seconds and failover.hang_seconds < failover.detect_seconds:
             raise r.err(sec.node_of("hang_seconds"), "failover.hang_seconds",
                         f"{failover.hang_seconds} is shorter than failover.detect_seconds "
@@ -285,6 +289,14 @@ def recipe_from_dict(data: Mapping[str, object], path: str = "<dict>",
         raise SquallError(f"{path}: a recipe is a mapping of fields, not "
                           f"{type(data).__name__}")
     return parse_recipe(yaml_text(dict(data), path), path, None, overrides, lineless=True)
+
+
+def _number(r: Reader) -> Callable[[yaml.Node, str], int]:
+    """A whole number within the field's :data:`LIMITS`."""
+    def read(node: yaml.Node, fld: str) -> int:
+        return r.integer(node, fld, *LIMITS[fld])
+
+    return read
 
 
 def _sbatch_word(r: Reader) -> Callable[[yaml.Node, str], str]:

@@ -39,7 +39,9 @@ def _text(description: str, **more: Any) -> Schema:
     return {**_TEXT, "description": description, **more}
 
 
-def _int(description: str, minimum: int, maximum: int | None = None) -> Schema:
+def _int(field: str, description: str) -> Schema:
+    """A whole number within the bounds validation applies (recipe.LIMITS)."""
+    minimum, maximum = LIMITS[field]
     out: Schema = {"type": "integer", "minimum": minimum, "description": description}
     if maximum is not None:
         out["maximum"] = maximum
@@ -116,10 +118,10 @@ def recipe_schema() -> Schema:
     properties: Schema = {
         "name": _text("job name", pattern="^[A-Za-z0-9][A-Za-z0-9._-]*$"),
         "target": _enum("hyperpod adds srun --auto-resume=1", TARGETS),
-        "nodes": _int("nodes, all or nothing (--nodes=N-N)", 1),
-        "tasks_per_node": _int("ranks per node (torchrun: workers per node)", 1),
-        "gpus_per_node": _int("--gpus-per-node", 0),
-        "cpus_per_task": _int("--cpus-per-task", 1),
+        "nodes": _int("nodes", "nodes, all or nothing (--nodes=N-N)"),
+        "tasks_per_node": _int("tasks_per_node", "ranks per node (torchrun: workers per node)"),
+        "gpus_per_node": _int("gpus_per_node", "--gpus-per-node"),
+        "cpus_per_task": _int("cpus_per_task", "--cpus-per-task"),
         "partition": {**_WORD, "description": "--partition"},
         "account": {**_WORD, "description": "--account"},
         "qos": {**_WORD, "description": "--qos"},
@@ -133,28 +135,30 @@ def recipe_schema() -> Schema:
         "launcher": _enum("how the command is started", LAUNCHERS),
         "command": _words("the program and its arguments"),
         "torchrun": _section(TORCHRUN_FIELDS, {
-            "port_base": _int("rendezvous port = port_base + job id % 1000", 1024, 64535),
+            "port_base": _int("torchrun.port_base",
+                              "rendezvous port = port_base + job id % 1000"),
         }, "torchrun settings"),
         "mpi": _enum("srun --mpi (launcher srun)", SRUN_MPI),
         "checkpoint": checkpoint,
         "requeue": _section(REQUEUE_FIELDS, {
-            "max_restarts": _int("runs beyond this restart count exit 3", 0, 1000),
+            "max_restarts": _int("requeue.max_restarts",
+                                 "runs beyond this restart count exit 3"),
         }, "requeue settings"),
         "signal": _section(SIGNAL_FIELDS, {
             "name": _enum("signal Slurm sends the batch shell before the limit",
                           BATCH_SIGNALS),
             "forward": _enum("signal sent to the program", FORWARD_SIGNALS),
-            "lead_seconds": _int("seconds before the time limit", 1, 65535),
+            "lead_seconds": _int("signal.lead_seconds", "seconds before the time limit"),
         }, "the time-limit signal"),
-        "spares": _int("hot spare nodes allocated beside nodes, kept ready for in-job "
-                       "failover", *LIMITS["spares"]),
+        "spares": _int("spares", "hot spare nodes allocated beside nodes, kept ready for "
+                       "in-job failover"),
         "failover": _section(FAILOVER_FIELDS, {
-            "detect_seconds": _int("a node silent this long is lost",
-                                   *LIMITS["detect_seconds"]),
-            "hang_seconds": _int("no progress this long is a hang (0: not watched)",
-                                 *LIMITS["hang_seconds"]),
-            "max_restarts": _int("in-job relaunches before the job is requeued",
-                                 *LIMITS["failover_max_restarts"]),
+            "detect_seconds": _int("failover.detect_seconds",
+                                   "a node silent this long is lost"),
+            "hang_seconds": _int("failover.hang_seconds",
+                                 "no progress this long is a hang (0: not watched)"),
+            "max_restarts": _int("failover.max_restarts",
+                                 "in-job relaunches before the job is requeued"),
         }, "in-job failover on hot spares (docs/failover.md)"),
         "sbatch": {"type": "object", "description": "extra #SBATCH long options (true: an "
                    "option without a value; false: left out)",
