@@ -10,14 +10,8 @@ out=$(realpath -m "${1:-$top/dist}")
 work=$(mktemp -d /tmp/squall-deb.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src" "$out"
-if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
-  # tracked and new files, never build outputs (.gitignore)
-  git -C "$top" ls-files -z -co --exclude-standard \
-    | tar -C "$top" --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$work/src" -xf -
-else
-  cp -a "$top/." "$work/src/"
-  rm -rf "$work/src/spank/build" "$work/src/python/squall/"_core*.so "$work/src/dist"
-fi
+# the sources, never build outputs (a checkout or a tree without .git)
+bash "$top/packaging/copy-sources.sh" "$top" "$work/src"
 cd "$work/src"
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$work" LANG=C.UTF-8 \
   DEB_BUILD_OPTIONS="parallel=$(nproc)" \

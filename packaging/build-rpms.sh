@@ -13,9 +13,8 @@ version=$(awk '$1 == "Version:" { print $2 }' "$top/packaging/squall.spec")
 work=$(mktemp -d /tmp/squall-rpm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"/{SOURCES,BUILD,RPMS,SRPMS,SPECS,src/squall-"$version"} "$out"
-# the source tarball: tracked and new files, never build outputs (.gitignore)
-git -C "$top" ls-files -z -co --exclude-standard \
-  | tar -C "$top" --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$work/src/squall-$version" -xf -
+# the source tarball: the sources, never build outputs (a checkout or a tree without .git)
+bash "$top/packaging/copy-sources.sh" "$top" "$work/src/squall-$version"
 tar -C "$work/src" -czf "$work/SOURCES/squall-$version.tar.gz" "squall-$version"
 opts=(--define "_topdir $work")
 if ! rpm -q rpm >/dev/null 2>&1; then
