@@ -23,8 +23,14 @@ int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan)
 		plan->why = "invalid input: started for the step";
 		return -1;
 	}
+	/* Containers of the step's own, whatever the reuse settings say. */
 	if (in->named) {
-		plan->why = "named container: its own rules";
+		plan->why = "started for the step (named container)";
+		return 0;
+	}
+	if (in->save) {
+		plan->why = "started for the step (a container of its own: --container-save or "
+			    "use_enroot_load)";
 		return 0;
 	}
 	if (in->flag == 0) {
@@ -33,10 +39,6 @@ int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan)
 	}
 	if (in->flag == -1 && !in->reuse) {
 		plan->why = "kept containers off (plugstack container_reuse=0)";
-		return 0;
-	}
-	if (in->save) {
-		plan->why = "--container-save needs a container made for the step";
 		return 0;
 	}
 	if (in->batch) {

@@ -36,7 +36,8 @@ struct sq_life_input {
 	int reuse;         /* plugstack container_reuse: 1 (default) or 0 */
 	int flag;          /* --[no-]container-reuse: -1 not given, 0 no, 1 yes */
 	int named;         /* --container-name given */
-	int save;          /* this node saves the container at step end (--container-save) */
+	int save;          /* the step has a container made for it: this node saves it at step
+			    * end (--container-save), or Enroot loads the image (use_enroot_load) */
 	int batch;         /* the batch step */
 	int entrypoint;    /* the image's entrypoint runs (--container-entrypoint): at each start */
 	int kept;          /* enum sq_kept_state */

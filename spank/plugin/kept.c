@@ -366,6 +366,14 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 	int started = 0;
 
 	note[0] = '\0';
+	/* The step's own facts first: the kept container's state cannot turn a start for the
+	 * step into a reuse, so a step that starts its own touches nothing kept. */
+	in.kept = SQ_KEPT_NONE;
+	sq_life_decide(&in, &plan);
+	if (plan.action == SQ_LIFE_START_STEP) {
+		*served = plan.why;
+		return 0;
+	}
 	kept_source(s, &req, args, identity, sizeof(identity), data_dir, sizeof(data_dir),
 		    cache_key, max_bytes, sizeof(max_bytes));
 	if (sq_kept_key(req0, identity, key) < 0)

@@ -1,0 +1,803 @@
+/*
+ * step.c: a container step in slurmstepd, its phases top to bottom (step.h): prepare,
+ * resolve, configure, start or keep, join. Joining a container another step runs is in
+ * join.c, the step's end in step_end.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "efa.h"
+#include "env.h"
+#include "imageref.h"
+#include "keeper.h"
+#include "kept.h"
+#include "mounts.h"
+#include "mounts_exist.h"
+#include "named.h"
+#include "report.h"
+#include "running.h"
+#include "safeopen.h"
+#include "save.h"
+#include "seccomp.h"
+#include "step.h"
+#include "stepconf.h"
+#include "strbuf.h"
+
+void sq_step_init(struct sq_step *s, const struct sq_config *cfg, struct sq_opts *opt)
+{
+	memset(s, 0, sizeof(*s));
+	s->cfg = cfg;
+	s->opt = opt;
+	sq_container_init(&s->ctr);
+	sq_nsholder_init(&s->holder);
+}
+
+int sq_step_fail(struct sq_step *s, const char *msg)
+{
+	sq_report_error("%s", msg);
+	s->failed = 1;
+	return -1;
+}
+
+void sq_step_warn(struct sq_step *s, const char *line)
+{
+	size_t n = strlen(s->warnings);
+
+	if (line == NULL || *line == '\0')
+		return;
+	snprintf(s->warnings + n, sizeof(s->warnings) - n, "%s%s", n ? "\n" : "", line);
+}
+
+static int make_runtime_dir(struct sq_step *s)
+{
+	char err[PATH_MAX + 256], name[16];
+	int top, fd;
+
+	/* As root: runtime_path/ (root's, 0755) then runtime_path/UID (the user's, 0700), both
+	 * opened O_NOFOLLOW|O_DIRECTORY and checked, the user's given away through its
+	 * descriptor (core/safeopen.h): a link or another user's directory is refused. */
+	if (mkdir(s->cfg->runtime_path, 0755) < 0 && errno != EEXIST) {
+		sq_report_error("cannot create the runtime directory %s: %s (plugstack.conf "
+				"runtime_path)", s->cfg->runtime_path, strerror(errno));
+		return -1;
+	}
+	top = sq_dir_open_checked(AT_FDCWD, s->cfg->runtime_path, -1, err, sizeof(err));
+	if (top < 0) {
+		sq_report_error("the runtime directory: %s (plugstack.conf runtime_path)", err);
+		return -1;
+	}
+	snprintf(name, sizeof(name), "%u", (unsigned)s->uid);
+	fd = sq_dir_make_checked(top, s->cfg->runtime_path, name, (long)s->uid, (long)s->gid,
+				 0700, err, sizeof(err));
+	close(top);
+	if (fd < 0) {
+		sq_report_error("the runtime directory of the job user: %s (plugstack.conf "
+				"runtime_path=%s)", err, s->cfg->runtime_path);
+		return -1;
+	}
+	close(fd);
+	snprintf(s->runtime_dir, sizeof(s->runtime_dir), "%s/%s", s->cfg->runtime_path, name);
+	return 0;
+}
+
+/* As root: local_cache/ (root's, 0755) then local_cache/UID (the user's, 0700), where the
+ * user's own extracted images go (extracted.h), made and checked as the runtime directory
+ * is. Without it, steps read from squashfuse. */
+static void make_cache_dir(struct sq_step *s)
+{
+	char err[PATH_MAX + 256], name[16];
+	int top, fd;
+
+	s->cache_dir[0] = '\0';
+	if (s->cfg->local_cache_gb <= 0)
+		return;
+	if (mkdir(s->cfg->local_cache, 0755) < 0 && errno != EEXIST) {
+		snprintf(err, sizeof(err), "cannot create %s: %s", s->cfg->local_cache,
+			 strerror(errno));
+		goto off;
+	}
+	top = sq_dir_open_checked(AT_FDCWD, s->cfg->local_cache, -1, err, sizeof(err));
+	if (top < 0)
+		goto off;
+	snprintf(name, sizeof(name), "%u", (unsigned)s->uid);
+	fd = sq_dir_make_checked(top, s->cfg->local_cache, name, (long)s->uid, (long)s->gid,
+				 0700, err, sizeof(err));
+	close(top);
+	if (fd < 0)
+		goto off;
+	close(fd);
+	snprintf(s->cache_dir, sizeof(s->cache_dir), "%s/%s", s->cfg->local_cache, name);
+	return;
+off:
+	slurm_info("squall: no node-local cache of extracted images: %s; steps read their "
+		   "images through squashfuse (plugstack.conf local_cache)", err);
+}
+
+/* The step's ids and user. 1 a step that may run in a container, 0 not one (the extern
+ * step, the batch step without sbatch_support, or no ids: an error is kept then when the
+ * step asked for a container). */
+static int read_ids(struct sq_step *s, spank_t sp)
+{
+	if (spank_get_item(sp, S_JOB_STEPID, &s->stepid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ID, &s->jobid) != ESPANK_SUCCESS)
+		return 0;  /* not a step with tasks */
+	if (s->stepid == SQ_STEP_EXTERN)
+		return 0;
+	if (spank_get_item(sp, S_JOB_NODEID, &s->nodeid) != ESPANK_SUCCESS)
+		s->nodeid = 0;
+	if (spank_get_item(sp, S_JOB_UID, &s->uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_GID, &s->gid) != ESPANK_SUCCESS) {
+		/* Never run a container step on the host because an item was missing. */
+		if (s->opt->image != NULL || s->opt->name != NULL) {
+			s->active = 1;
+			sq_step_fail(s, "slurmstepd did not give the job's user and group ids: "
+				     "cannot start the container (report this with the Slurm "
+				     "version)");
+		}
+		return 0;
+	}
+	return s->stepid != SQ_STEP_BATCH || s->cfg->sbatch_support;
+}
+
+/* The user's flags, from srun and the job's environment: 1 a container step (s->active;
+ * maybe with an error kept), 0 not one. */
+static int read_flags(struct sq_step *s, spank_t sp)
+{
+	char err[512], warn[512];
+	char **job_env = NULL;
+	int r;
+
+	spank_get_item(sp, S_JOB_ENV, &job_env);
+	if (sq_args_load_env(job_env, err, sizeof(err)) < 0) {
+		s->active = 1;
+		sq_step_fail(s, err);
+		return 1;
+	}
+	if (sq_args_error() != NULL) {
+		s->active = 1;
+		sq_step_fail(s, sq_args_error());
+		return 1;
+	}
+	r = sq_opts_check(s->opt, warn, sizeof(warn), err, sizeof(err));
+	if (r == 0)
+		return 0;
+	s->active = 1;
+	if (r < 0)
+		sq_step_fail(s, err);
+	return 1;
+}
+
+void sq_step_post_opt(struct sq_step *s, spank_t sp)
+{
+	const struct sq_opts *o = s->opt;
+	char err[512];
+
+	if (!read_ids(s, sp) || !read_flags(s, sp) || s->failed)
+		return;
+	s->verbose = (o->log != SQ_LOG_UNSET ? o->log : s->cfg->log) == SQ_LOG_VERBOSE;
+	s->entrypoint_log = o->entrypoint_log == 1;
+	if (sq_cred_init(&s->cred_root, s->uid, s->gid, err, sizeof(err)) < 0) {
+		sq_step_fail(s, err);
+		return;
+	}
+	if (make_runtime_dir(s) < 0)
+		s->failed = 1;
+	make_cache_dir(s);
+}
+
+/* Names the user set in the job environment among the variables an EFA plan sets. */
+static char *efa_user_set(char *const job_env[])
+{
+	char *csv = NULL;
+	size_t len = 0;
+
+	for (int i = 0; sq_efa_var_name(i) != NULL; i++) {
+		const char *name = sq_efa_var_name(i);
+		size_t nl = strlen(name);
+		for (size_t j = 0; job_env != NULL && job_env[j] != NULL; j++) {
+			if (strncmp(job_env[j], name, nl) == 0 && job_env[j][nl] == '=') {
+				char *grown = realloc(csv, len + nl + 2);
+				if (grown == NULL)
+					return csv;
+				csv = grown;
+				if (len)
+					csv[len++] = ',';
+				memcpy(csv + len, name, nl + 1);
+				len += nl;
+				break;
+			}
+		}
+	}
+	return csv;
+}
+
+/* The conf file's mounts: the batch script, then --container-mounts. 0 ok, -1 (error
+ * kept). */
+static int conf_mounts(struct sq_step *s, const char *cwd, const char *batch_script,
+		       char ***mount_lines, size_t *nm)
+{
+	struct sq_mount_list mounts = { 0 };
+	char err[1024];
+
+	if (batch_script != NULL) {
+		/* The batch script lives in slurmd's spool directory on the host: bind it
+		 * read-only at the same path so Slurm can exec it inside the container. */
+		char bind[PATH_MAX * 2 + 8], msg[1200];
+		snprintf(bind, sizeof(bind), "%s:%s:ro", batch_script, batch_script);
+		if (sq_mounts_parse(bind, NULL, &mounts, err, sizeof(err)) < 0) {
+			sq_errf(msg, sizeof(msg), "cannot bind the batch script: %s", err);
+			return sq_step_fail(s, msg);
+		}
+		for (size_t i = 0; i < mounts.count; i++)
+			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
+		sq_mounts_free(&mounts);
+	}
+	if (s->opt->mounts != NULL) {
+		if (sq_mounts_parse(s->opt->mounts, cwd, &mounts, err, sizeof(err)) < 0 ||
+		    sq_mounts_check_sources(&mounts, err, sizeof(err)) < 0) {
+			sq_mounts_free(&mounts);
+			return sq_step_fail(s, err);
+		}
+		for (size_t i = 0; i < mounts.count; i++)
+			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
+		sq_mounts_free(&mounts);
+	}
+	return 0;
+}
+
+/* The EFA plan's environment, mounts and hook (efa.h). 0 ok, -1 (error kept). */
+static int conf_efa(struct sq_step *s, char *const job_env[], char ***env_lines, size_t *ne,
+		    char ***mount_lines, size_t *nm, char ***hook_argv)
+{
+	struct sq_efa_roots roots = { s->cfg->efa_sysfs_root, s->cfg->efa_dev_root,
+				      s->cfg->efa_opt_root };
+	struct sq_efa_request req;
+	struct sq_efa_plan plan;
+	struct sq_efa_node node;
+	char err[1024], *user_set;
+
+	memset(&req, 0, sizeof(req));
+	req.mode = s->opt->efa != SQ_EFA_SETTING_UNSET ? s->opt->efa : s->cfg->efa;
+	req.nccl_debug = s->opt->nccl_debug;
+	user_set = efa_user_set(job_env);
+	req.user_set = user_set;
+	if (sq_efa_detect(&roots, &node, err, sizeof(err)) < 0 ||
+	    sq_efa_plan(&node, NULL, &req, &plan, err, sizeof(err)) < 0) {
+		free(user_set);
+		return sq_step_fail(s, err);
+	}
+	sq_lines_append(env_lines, ne, plan.env);
+	sq_lines_append(mount_lines, nm, plan.fstab);
+	if (plan.warnings && plan.warnings[0])
+		sq_step_warn(s, plan.warnings);
+	if (plan.active)
+		*hook_argv = sq_efa_hook_argv(SQ_LIBEXEC_DIR "/squall-efa-hook", &roots, &req);
+	sq_efa_plan_free(&plan);
+	free(user_set);
+	return 0;
+}
+
+/* Fill the conf file's parts: --container-env values, EFA environment and hook, mounts,
+ * and Pyxis's entrypoint skip (rc.local). 0 ok, -1 (error kept). */
+static int build_conf(struct sq_step *s, char *const job_env[], const char *cwd,
+		      const char *batch_script, struct sq_conf_spec *spec, char ***env_lines,
+		      char ***mount_lines, char ***hook_argv)
+{
+	char err[1024], **keep = NULL;
+	size_t ne = 0, nm = 0;
+
+	if (conf_mounts(s, cwd, batch_script, mount_lines, &nm) < 0)
+		return -1;
+	/* --container-env: the entrypoint and the runtime's hooks see the host's values. */
+	if (sq_env_keep_lines(job_env, s->opt->env, &keep, err, sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	for (size_t i = 0; keep[i] != NULL; i++)
+		sq_line_append(env_lines, &ne, keep[i]);
+	sq_env_free(keep);
+	if (conf_efa(s, job_env, env_lines, &ne, mount_lines, &nm, hook_argv) < 0)
+		return -1;
+
+	spec->env = ne ? (const char *const *)*env_lines : NULL;
+	spec->mounts = nm ? (const char *const *)*mount_lines : NULL;
+	spec->hook_argv = (const char *const *)*hook_argv;
+	/* Without --container-entrypoint, as Pyxis: the image's /etc/rc runs (its `cd
+	 * WORKDIR` too) and only the entrypoint is skipped, through rc.local. */
+	spec->skip_entrypoint = (s->opt->entrypoint >= 0 ? s->opt->entrypoint
+							  : s->cfg->execute_entrypoint) == 0;
+	return 0;
+}
+
+/* A marker that tells the job epilog this job made named containers on the node. */
+static void mark_job_names(const struct sq_step *s)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/job%u.names", s->runtime_dir, (unsigned)s->jobid);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The image: a file, or a registry reference through the site's importer, `enroot load`
+ * (use_enroot_load) or sqshbuild's shared cache. 0 ok, -1 failed (error kept). */
+static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cred *cred)
+{
+	const struct sq_config *cfg = s->cfg;
+	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred };
+	struct sq_image_ref ref;
+	char err[8192];
+	int registry;
+
+	if (sq_imgref_parse(s->opt->image, &ref, err, sizeof(err)) < 0) {
+		sq_imgref_free(&ref);
+		return sq_step_fail(s, err);
+	}
+	registry = ref.kind != SQ_IMAGE_FILE;
+	sq_imgref_free(&ref);
+	if (registry && cfg->importer != NULL) {
+		/* Pulled when a file is needed (fetch_image): not for a named container that
+		 * exists already, as Pyxis skips the import then. */
+		char keyed[PATH_MAX + 16];
+		if (sq_importer_setup(&s->importer, cfg->importer, s->runtime_env,
+				      cfg->runtime_path, s->uid, s->jobid, s->stepid, cred, err,
+				      sizeof(err)) < 0)
+			return sq_step_fail(s, err);
+		snprintf(keyed, sizeof(keyed), "importer:%s", s->opt->image);
+		sq_hash_hex(keyed, strlen(keyed), s->image.identity);
+		s->image.from_registry = 1;
+		return 0;
+	}
+	if (registry && cfg->use_enroot_load) {
+		char keyed[PATH_MAX + 16];
+		s->load_uri = sq_enroot_uri(s->opt->image);
+		if (s->load_uri == NULL)
+			return sq_step_fail(s, "out of memory");
+		snprintf(keyed, sizeof(keyed), "enroot-load:%s", s->load_uri);
+		sq_hash_hex(keyed, strlen(keyed), s->image.identity);
+		return 0;
+	}
+	if (sq_image_resolve(s->opt->image, &ienv, &s->image, err, sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	return 0;
+}
+
+/* The importer's `get`, once a file is needed. 0 ok, -1 failed (error kept). */
+static int fetch_image(struct sq_step *s)
+{
+	char err[8192], what[PATH_MAX + 64], identity[17];
+
+	if (s->image.path != NULL || s->importer.envp == NULL)
+		return 0;
+	if (sq_importer_get(&s->importer, s->opt->image, &s->image.path, err, sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	snprintf(what, sizeof(what), "--container-image=%s (from the importer: %s)",
+		 s->opt->image, s->image.path);
+	/* The identity stays the reference's: the file's name is the importer's business. */
+	if (sq_image_check_file(what, s->image.path, identity, err, sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	return 0;
+}
+
+/* The runtime and the environment it runs with (fixed PATH). 0 ok, -1 (error kept). */
+static int prepare_runtime(struct sq_step *s, char *const job_env[])
+{
+	char err[PATH_MAX * 2], path[PATH_MAX * 2 + 8], rt_dir[PATH_MAX + 16];
+
+	if (s->cfg->enroot != NULL)
+		s->enroot = strdup(s->cfg->enroot);
+	else if (sq_find_enroot(&s->enroot, err, sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	if (s->enroot == NULL)
+		return sq_step_fail(s, "out of memory");
+	if (sq_runtime_path(s->enroot, path, sizeof(path)) < 0)
+		return sq_step_fail(s, "the runtime's PATH is too long (slurmstepd's PATH)");
+	if (sq_stepconf_env(job_env, s->opt, s->runtime_dir, path, &s->runtime_env, err,
+			    sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	snprintf(rt_dir, sizeof(rt_dir), "%s/enroot", s->runtime_dir);
+	if (mkdir(rt_dir, 0700) < 0 && errno != EEXIST) {
+		sq_errf(err, sizeof(err), "cannot create %s: %s (plugstack.conf runtime_path)",
+			rt_dir, strerror(errno));
+		return sq_step_fail(s, err);
+	}
+	if (access(s->enroot, X_OK) < 0) {
+		sq_errf(err, sizeof(err), "container runtime not found: %s is not executable "
+			"on this node (%s): install Enroot or fix enroot= in plugstack.conf",
+			s->enroot, strerror(errno));
+		return sq_step_fail(s, err);
+	}
+	return 0;
+}
+
+/* --container-save: relative to the job's working directory, as with Pyxis. Node 0, which
+ * saves, checks the destination now, as the user: the save itself runs after the tasks
+ * have exited, when Slurm no longer lets a plugin change the step's exit code. */
+static int prepare_save(struct sq_step *s, const char *cwd)
+{
+	char err[PATH_MAX * 2 + 256];
+
+	if (s->opt->save == NULL)
+		return 0;
+	if (s->opt->save[0] == '/')
+		s->save_path = strdup(s->opt->save);
+	else if (asprintf(&s->save_path, "%s/%s", cwd, s->opt->save) < 0)
+		s->save_path = NULL;
+	if (s->save_path == NULL)
+		return sq_step_fail(s, "out of memory");
+	if (s->nodeid == 0 && sq_save_check(s->save_path, err, sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	return 0;
+}
+
+/* --container-name: the named container, created from the image when it does not exist
+ * (the importer's file is fetched only then). 0 ok, -1 (error kept). */
+static int named_target(struct sq_step *s, const struct sq_runtime *rt)
+{
+	char err[8192], warn[1024];
+	struct sq_named_image img;
+
+	if (s->importer.envp != NULL && !sq_named_exists(rt, s->run_name) &&
+	    fetch_image(s) < 0)
+		return -1;
+	img = (struct sq_named_image){ s->opt->image, s->image.path, s->load_uri,
+				       s->opt->image ? s->image.identity : NULL };
+	if (sq_named_prepare(rt, s->runtime_dir, s->run_name, s->opt->name, s->opt->name_mode,
+			     s->cfg->container_name_strict, &img, &s->target, warn, sizeof(warn),
+			     err, sizeof(err)) < 0)
+		return sq_step_fail(s, err);
+	sq_step_warn(s, warn);
+	if (s->cfg->container_scope == SQ_SCOPE_JOB)
+		mark_job_names(s);
+	return 0;
+}
+
+/* The step's own container, pyxis_JOBID.STEPID: created from the image for
+ * --container-save, or loaded by Enroot (use_enroot_load). 0 ok, -1 (error kept). */
+static int own_target(struct sq_step *s, const struct sq_runtime *rt)
+{
+	char err[8192], msg[8300];
+	int made;
+
+	if ((s->save_container = strdup(s->step_name)) == NULL)
+		return sq_step_fail(s, "out of memory");
+	sq_named_remove(rt, s->save_container, err, sizeof(err));
+	made = s->load_uri != NULL
+	       ? sq_named_load(rt, s->save_container, s->load_uri, err, sizeof(err))
+	       : sq_named_create(rt, s->save_container, s->image.path, err, sizeof(err));
+	if (made < 0) {
+		free(s->save_container);
+		s->save_container = NULL;
+		sq_errf(msg, sizeof(msg), "%s%s", s->load_uri ? "" : "--container-save: ", err);
+		return sq_step_fail(s, msg);
+	}
+	s->target = strdup(s->save_container);
+	return s->target != NULL ? 0 : sq_step_fail(s, "out of memory");
+}
+
+/* What `enroot start` gets: the named container, the step's own container (for
+ * --container-save on node 0, or loaded by Enroot), or the image file. */
+static int prepare_target(struct sq_step *s, const struct sq_runtime *rt)
+{
+	int want_save = s->opt->save != NULL && s->nodeid == 0;
+
+	if (s->opt->name != NULL)
+		return named_target(s, rt);
+	if (fetch_image(s) < 0)
+		return -1;
+	if (want_save || s->load_uri != NULL)
+		return own_target(s, rt);
+	s->target = strdup(s->image.path);
+	return s->target != NULL ? 0 : sq_step_fail(s, "out of memory");
+}
+
+/* --container-unshare, then the records other steps join by. */
+static void after_start(struct sq_step *s)
+{
+	char err[1024];
+
+	if (s->opt->unshare) {
+		if (sq_nsholder_make(&s->holder, s->opt->unshare, s->ctr.ns_user, s->ctr.pidfd,
+				     s->uid, s->gid, err, sizeof(err)) < 0) {
+			sq_step_fail(s, err);
+			return;
+		}
+	}
+	if (sq_running_record(s->runtime_dir, s->step_name, s->ctr.pid, s->ctr.starttime,
+			      s->holder.pid > 0 ? s->holder.pid : 0, s->holder.starttime, err,
+			      sizeof(err)) < 0 ||
+	    (s->opt->name != NULL &&
+	     sq_running_record(s->runtime_dir, s->run_name, s->ctr.pid, s->ctr.starttime,
+			       s->holder.pid > 0 ? s->holder.pid : 0, s->holder.starttime, err,
+			       sizeof(err)) < 0))
+		/* Later steps start their own instance instead of joining: say so. */
+		slurm_info("squall: %s", err);
+}
+
+/* The job's kept container (kept.h), as sq_life_decide rules: 1 when the step is served
+ * by it (or failed: error kept), 0 when a container must be started for the step. */
+static int use_kept_container(struct sq_step *s, const struct sq_start_request *req)
+{
+	const struct sq_config *cfg = s->cfg;
+	const struct sq_opts *o = s->opt;
+	/* Every fact the decision needs: a named step and one with a container of its own
+	 * are sq_life_decide's to refuse, like the others. */
+	struct sq_kept_step ks = {
+		s->runtime_dir, s->jobid, s->stepid, s->image.path, s->image.identity,
+		s->cache_dir, cfg->local_cache_gb, SQ_LAYER, SQ_KEPT_IDLE_S,
+		{ cfg->container_reuse, o->reuse, o->name != NULL, s->save_container != NULL,
+		  s->stepid == SQ_STEP_BATCH,
+		  (o->entrypoint >= 0 ? o->entrypoint : cfg->execute_entrypoint) == 1,
+		  SQ_KEPT_NONE, 0 } };
+	char note[1024] = "", err[8192];
+	int r = sq_kept_serve(&s->ctr, req, &ks, &s->served, note, sizeof(note), err,
+			      sizeof(err));
+
+	if (note[0])
+		slurm_info("squall: %s", note);
+	if (r < 0)
+		sq_step_fail(s, err);
+	return r != 0;
+}
+
+/* A container for the step alone, under its own keeper (keeper.h). */
+static void start_own_container(struct sq_step *s, const struct sq_start_request *req)
+{
+	char err[8192], what[16];
+
+	if (s->served == NULL)
+		s->served = s->opt->name != NULL ? "started for the step (named container)"
+						 : "started for the step";
+	snprintf(what, sizeof(what), "%u", (unsigned)s->stepid);
+	if (sq_container_start(&s->ctr, req, err, sizeof(err)) < 0) {
+		sq_step_fail(s, err);
+	} else {
+		if (sq_keeper_record(s->runtime_dir, s->jobid, what, &s->ctr.keeper, err,
+				     sizeof(err)) < 0)
+			/* Only the job epilog's safety net needs it: say so, go on. */
+			slurm_info("squall: %s", err);
+		after_start(s);
+	}
+	sq_phase_end("start container");
+}
+
+/* Phase 1, prepare: the runtime, --container-save, the helpers. 0 ok, -1 (error kept). */
+static int prepare(struct sq_step *s, char *const job_env[], const char *cwd)
+{
+	char err[SQ_ERR_LEN];
+
+	sq_named_step_name(s->jobid, s->stepid, s->step_name, sizeof(s->step_name));
+	if (prepare_runtime(s, job_env) < 0 || prepare_save(s, cwd) < 0)
+		return -1;
+	if (access(SQ_KEEPER, X_OK) < 0 || access(SQ_LAYER, X_OK) < 0) {
+		sq_errf(err, sizeof(err), "%s or %s is not executable on this node (%s): "
+			"reinstall squall (make -C spank install)", SQ_KEEPER, SQ_LAYER,
+			strerror(errno));
+		return sq_step_fail(s, err);
+	}
+	s->cred_user = (struct sq_cred){ .uid = s->uid, .gid = s->gid };
+	return 0;
+}
+
+/* Phase 2, resolve: the image, or the container another step runs (join.c).
+ * 0 go on; 1 joined; -1 failed (error kept). */
+static int resolve(struct sq_step *s, const char *cwd)
+{
+	uint32_t attach_job, attach_step_id;
+	int r;
+
+	if (s->opt->name != NULL &&
+	    sq_named_is_step(s->opt->name, &attach_job, &attach_step_id)) {
+		r = sq_step_attach_step(s, attach_job, attach_step_id);
+		if (r > 0)
+			sq_phase_end("join running container");
+		return r;
+	}
+	if (s->opt->image != NULL && resolve_image(s, cwd, &s->cred_user) < 0)
+		return -1;
+	sq_phase_end("resolve image");
+	if (s->opt->name == NULL)
+		return 0;
+	if (sq_named_runtime_name(s->cfg->container_scope == SQ_SCOPE_JOB, s->jobid,
+				  s->opt->name, s->run_name, sizeof(s->run_name)) < 0)
+		return sq_step_fail(s, "--container-name: name too long");
+	r = sq_step_join_named(s);
+	if (r > 0)
+		sq_phase_end("join running container");
+	return r;
+}
+
+/* Phase 3, configure: the conf file the runtime starts with (removed once it started:
+ * sq_step_user_init), then what it starts. 0 ok, -1 (error kept). */
+static int configure(struct sq_step *s, spank_t sp, char *const job_env[], const char *cwd)
+{
+	struct sq_conf_spec spec = { 0 };
+	struct sq_runtime rt;
+	char **env_lines = NULL, **mount_lines = NULL, **hook_argv = NULL;
+	const char *batch_script = NULL;
+	char err[8192];
+	int rv = -1;
+
+	if (s->stepid == SQ_STEP_BATCH) {
+		int argc = 0;
+		char **argv = NULL;
+		if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS &&
+		    argc > 0 && argv[0] != NULL && argv[0][0] == '/')
+			batch_script = argv[0];
+	}
+	if (build_conf(s, job_env, cwd, batch_script, &spec, &env_lines, &mount_lines,
+		       &hook_argv) < 0)
+		goto fail;
+	snprintf(s->conf_path, sizeof(s->conf_path), "%s/step-%u.%u.conf", s->runtime_dir,
+		 (unsigned)s->jobid, (unsigned)s->stepid);
+	unlink(s->conf_path);  /* a leftover of a killed slurmstepd with the same ids */
+	if (sq_stepconf_write(s->conf_path, &spec, err, sizeof(err)) < 0) {
+		s->conf_path[0] = '\0';
+		sq_step_fail(s, err);
+		goto fail;
+	}
+	rt = (struct sq_runtime){ s->enroot, s->runtime_env, &s->cred_user };
+	if (prepare_target(s, &rt) < 0)
+		goto fail;
+	sq_phase_end("prepare");
+	rv = 0;
+fail:
+	sq_lines_free(env_lines);
+	sq_lines_free(mount_lines);
+	sq_efa_argv_free(hook_argv);
+	return rv;
+}
+
+/* Phase 4, start or keep: the job's kept container serves the step when sq_life_decide
+ * says so, else a container is started for it. */
+static void start_or_keep(struct sq_step *s)
+{
+	struct sq_start_request req = {
+		SQ_KEEPER, s->enroot, s->conf_path, NULL, s->target, s->opt->writable,
+		s->opt->remap_root, s->runtime_env, &s->cred_user, SQ_START_TIMEOUT_S, NULL };
+
+	if (use_kept_container(s, &req)) {
+		if (!s->failed)
+			after_start(s);
+	} else {
+		start_own_container(s, &req);
+	}
+	/* The importer's file is held open by the started container now (Pyxis's protocol
+	 * calls release here, and again at the step's end). */
+	if (s->importer.envp != NULL)
+		sq_importer_release(&s->importer);
+}
+
+void sq_step_user_init(struct sq_step *s, spank_t sp)
+{
+	char **job_env = NULL, cwd[PATH_MAX];
+
+	sq_phase_begin();
+	spank_get_item(sp, S_JOB_ENV, &job_env);
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
+		snprintf(cwd, sizeof(cwd), "/");
+	if (prepare(s, job_env, cwd) < 0 || resolve(s, cwd) != 0)
+		return;
+	if (configure(s, sp, job_env, cwd) == 0)
+		start_or_keep(s);
+	if (s->conf_path[0]) {
+		unlink(s->conf_path);
+		s->conf_path[0] = '\0';
+	}
+}
+
+/* LANG, LC_ALL, LANGUAGE leave the task unless --container-env names them (env.h). */
+static int unset_locale(const struct sq_step *s, spank_t sp, char *const task_env[])
+{
+	char err[256], **names = NULL;
+
+	if (sq_env_task_unset(task_env, s->opt->env, &names, err, sizeof(err)) < 0)
+		return -1;
+	for (size_t i = 0; names[i] != NULL; i++)
+		spank_unsetenv(sp, names[i]);
+	sq_env_free(names);
+	return 0;
+}
+
+/* Local task 0 prints the step's warnings once. */
+static void say_warnings(struct sq_step *s)
+{
+	size_t n = strlen(s->warnings);
+
+	if (n == 0)
+		return;
+	while (n > 0 && s->warnings[n - 1] == '\n')
+		s->warnings[--n] = '\0';
+	sq_report_now("", "%s", s->warnings);
+}
+
+/* Phase 5, join: the task enters the container (and its unshared namespaces) and takes
+ * its environment. 0 ok, -1 said on the task's stderr. */
+static int join_task(struct sq_step *s, spank_t sp, uint32_t global_id)
+{
+	char err[1024];
+	char **task_env = NULL, **overlay = NULL;
+
+	if (sq_container_join(&s->ctr, s->opt->workdir, err, sizeof(err)) < 0 ||
+	    sq_nsholder_join(&s->holder, err, sizeof(err)) < 0) {
+		sq_report_now("squall: error: ", "task %u: %s", (unsigned)global_id, err);
+		return -1;
+	}
+	spank_get_item(sp, S_JOB_ENV, &task_env);
+	if (unset_locale(s, sp, task_env) < 0 ||
+	    sq_env_overlay(s->ctr.environ, s->ctr.environ_len, s->opt->env, task_env, &overlay,
+			   err, sizeof(err)) < 0) {
+		sq_report_now("squall: error: ", "%s", err);
+		return -1;
+	}
+	for (size_t i = 0; overlay[i] != NULL; i++) {
+		char *eq = strchr(overlay[i], '=');
+		if (eq == NULL)
+			continue;
+		*eq = '\0';
+		spank_setenv(sp, overlay[i], eq + 1, 1);
+	}
+	sq_env_free(overlay);
+	/* As Pyxis: unprivileged tasks run under Enroot's seccomp filter (seccomp.h). */
+	if (s->uid != 0 && sq_seccomp_install(err, sizeof(err)) < 0) {
+		sq_report_now("squall: error: ", "task %u: %s", (unsigned)global_id, err);
+		return -1;
+	}
+	return 0;
+}
+
+/* --container-entrypoint-log: what the runtime printed while it started. */
+static void say_entrypoint_output(const struct sq_step *s)
+{
+	char *text = sq_capture_read(s->ctr.child.out_fd);
+	char *etext = sq_capture_read(s->ctr.child.err_fd);
+
+	if (text && write(STDERR_FILENO, text, strlen(text)) < 0) {
+		/* best effort */
+	}
+	if (etext && write(STDERR_FILENO, etext, strlen(etext)) < 0) {
+		/* best effort */
+	}
+	free(text);
+	free(etext);
+}
+
+int sq_step_task_init(struct sq_step *s, spank_t sp)
+{
+	int local_id = 0;
+	uint32_t global_id = 0;
+	double t0;
+
+	if (!s->active)
+		return 0;
+	spank_get_item(sp, S_TASK_ID, &local_id);
+	spank_get_item(sp, S_TASK_GLOBAL_ID, &global_id);
+	if (s->failed) {
+		if (local_id == 0)
+			sq_report_flush();
+		return -1;
+	}
+	if (local_id == 0)
+		say_warnings(s);
+	t0 = sq_now();
+	if (join_task(s, sp, global_id) < 0)
+		return -1;
+	if (s->entrypoint_log && local_id == 0)
+		say_entrypoint_output(s);
+	if (s->verbose && local_id == 0) {
+		char host[128] = "";
+		gethostname(host, sizeof(host) - 1);
+		sq_report_now("squall: ", "timings on %s (%s): %s, join %.1f ms", host,
+			      s->served ? s->served : "started", sq_phase_text(),
+			      (sq_now() - t0) * 1000.0);
+	}
+	return 0;
+}
