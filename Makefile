@@ -69,6 +69,7 @@ lint: core
 	$(PYTHON) -m ruff check python tests bench
 	$(PYTHON) -m mypy $(MYPY_CLEAN)
 	$(MAKE) -C spank check-build
+	$(MAKE) -C spank analyze
 
 unit: core
 	$(PYTEST) tests/unit
