@@ -125,10 +125,10 @@ int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
 	if (nk > 0)
 		memcpy(kargv + 1, keeper_args, (size_t)nk * sizeof(char *));
 	memcpy(kargv + 1 + nk, argv, (size_t)n * sizeof(char *));
-	pass[0] = pair[1];
+	pass[KEEPER_FD_CONTROL - SQ_FD_PASSED] = pair[1];
 	/* This slurmstepd, as the keeper sees it: its end means the step's tasks are
 	 * orphaned and the container must go with them. */
-	pass[1] = sq_pidfd_open(getpid());
+	pass[KEEPER_FD_STEPD - SQ_FD_PASSED] = sq_pidfd_open(getpid());
 	if (sq_spawn_detached(keeper_path, kargv, envp, cred, pass, pass[1] >= 0 ? 2 : 1,
 			      capture, err, errlen) < 0) {
 		close(pair[0]);

@@ -13,12 +13,8 @@
  * keeper, then exits: the keeper is re-parented to init, in a session of its own.
  * The keeper starts the runtime (`enroot start ...`, unchanged) as its child with the job
  * signals ignored and in a process group of its own, and tells the plugin over a
- * SOCK_SEQPACKET socket (fd 3 in the keeper):
- *   keeper -> plugin  "started KPID PID" + pidfds of the keeper and of the runtime
- *                     "ready"           the runtime's first process stopped itself
- *                     "exited STATUS"   it exited instead (waitpid status)
- *   plugin -> keeper  "stop"            end the container (step end, save, failure)
- * The keeper also holds a pidfd of that slurmstepd (fd 4): when slurmstepd dies, it ends
+ * SOCK_SEQPACKET socket (protocol.h: its descriptors and messages).
+ * The keeper also holds a pidfd of that slurmstepd: when slurmstepd dies, it ends
  * the container and the tasks left in it. If the keeper itself is killed, the runtime's
  * stopped process group is orphaned and the kernel's SIGHUP + SIGCONT end it. The job
  * epilog ends whatever a record (keeper-JOBID.STEPID in the runtime directory) still names.
@@ -30,24 +26,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "protocol.h"
 #include "runcmd.h"
-
-#define KEEPER_FD_CONTROL 3
-#define KEEPER_FD_STEPD 4
-#define KEEPER_MSG_STARTED "started"
-#define KEEPER_MSG_READY "ready"
-#define KEEPER_MSG_EXITED "exited"
-#define KEEPER_MSG_STOP "stop"
-/* A container kept for the job (squall-keeper --job SOCKET IDLE_S): steps connect to
- * SOCKET and say "attach" (answered "attached KPID PID" + pidfds once the runtime is ready),
- * "layer DEV INO" (the mount namespace of their layer: ended with them if their
- * slurmstepd dies) and "bye". The starting step does the same on its control socket. The
- * keeper ends the container after IDLE_S seconds with no step, or when killed (the job
- * epilog). */
-#define KEEPER_MSG_ATTACH "attach"
-#define KEEPER_MSG_ATTACHED "attached"
-#define KEEPER_MSG_LAYER "layer"
-#define KEEPER_MSG_BYE "bye"
 
 struct sq_keeper {
 	pid_t pid;                     /* for messages and the record; use pidfd */

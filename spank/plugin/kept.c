@@ -20,7 +20,9 @@
 #include "mountinfo.h"
 #include "pidfd.h"
 #include "procstat.h"
+#include "protocol.h"
 #include "report.h"
+#include "strbuf.h"
 
 #define ATTACH_WAIT_S 300     /* a kept container being started by another step */
 #define LAYER_WAIT_MS 30000
@@ -217,71 +219,91 @@ out:
 	return rc;
 }
 
-int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
-		  char *err, size_t errlen)
+/* squall-layer's command line: --pid PID, and --renew DEV for each tmpfs the runtime
+ * mounted in the container (its own, to be made fresh for the step), in the caller's
+ * buffers; max: the most entries before the last --renew pair and the NULL. */
+static void layer_argv(const struct sq_container *c, const char *layer_path, const char **argv,
+		       int max, char *pidtext, size_t pidlen, char *devs, size_t devlen)
 {
-	char pidtext[24], path[64], devs[2048], *mine, *theirs, line[32] = "";
-	const char *argv[8 + 2 * 64];
-	int ready[2] = { -1, -1 }, release[2] = { -1, -1 }, pass[4], n = 0, rc = -1;
-	struct sq_child child = { -1, -1, -1 };
-	unsigned long long dev, ino;
-	struct pollfd p;
-	ssize_t got;
-	pid_t layer = -1;
+	char path[64], *mine, *theirs, *save = NULL;
+	int n = 0;
 
-	/* Which tmpfs mounts are the container's own, to be made fresh for the step. */
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)c->pid);
 	theirs = slurp(path);
 	mine = slurp("/proc/self/mountinfo");
 	devs[0] = '\0';
 	if (theirs != NULL)
-		sq_mountinfo_fresh_tmpfs(theirs, mine, devs, sizeof(devs));
+		sq_mountinfo_fresh_tmpfs(theirs, mine, devs, devlen);
 	free(theirs);
 	free(mine);
 
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)c->pid);
+	snprintf(pidtext, pidlen, "%d", (int)c->pid);
 	argv[n++] = layer_path;
 	argv[n++] = "--pid";
 	argv[n++] = pidtext;
-	for (char *save = NULL, *d = strtok_r(devs, " ", &save); d != NULL && n < 6 + 2 * 64;
+	for (char *d = strtok_r(devs, " ", &save); d != NULL && n < max;
 	     d = strtok_r(NULL, " ", &save)) {
 		argv[n++] = "--renew";
 		argv[n++] = d;
 	}
 	argv[n] = NULL;
+}
+
+/* Its "ready PID" line within LAYER_WAIT_MS: the helper's PID, or -1 with err. */
+static pid_t layer_ready(int fd, struct sq_child *child, char *err, size_t errlen)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char line[32] = "";
+	ssize_t got = poll(&p, 1, LAYER_WAIT_MS) > 0 ? read(fd, line, sizeof(line) - 1) : -1;
+	int layer = -1;
+
+	if (got > 0)
+		line[got] = '\0';
+	/* It holds the layer until the release pipe closes, so PID is it. */
+	if (got <= 0 || sscanf(line, LAYER_MSG_READY " %d", &layer) != 1 || layer <= 0) {
+		sq_child_failure(child, "the step's layer", got == 0 ? "it exited" : "no answer",
+				 err, errlen);
+		return -1;
+	}
+	return (pid_t)layer;
+}
+
+int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
+		  char *err, size_t errlen)
+{
+	char pidtext[24], path[64], devs[2048];
+	const char *argv[8 + 2 * 64];
+	int ready[2] = { -1, -1 }, release[2] = { -1, -1 }, pass[LAYER_FD_COUNT];
+	int spawned, rv = -1;
+	struct sq_child child = { -1, -1, -1 };
+	unsigned long long dev, ino;
+	pid_t layer;
+
+	layer_argv(c, layer_path, argv, (int)(sizeof(argv) / sizeof(argv[0])) - 2, pidtext,
+		   sizeof(pidtext), devs, sizeof(devs));
 	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(release, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "cannot make the step's layer: %s", strerror(errno));
-		goto out;
+		sq_errf(err, errlen, "cannot make the step's layer: %s", strerror(errno));
+		goto fail;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)c->pid);
-	pass[0] = c->ns_user >= 0 ? c->ns_user : open(path, O_RDONLY | O_CLOEXEC);
-	pass[1] = c->ns_mnt;
-	pass[2] = ready[1];
-	pass[3] = release[0];
-	if (sq_spawn_detached(layer_path, (char *const *)argv, NULL, cred, pass, 4, &child, err,
-			      errlen) < 0) {
-		if (c->ns_user < 0 && pass[0] >= 0)
-			close(pass[0]);
-		goto out;
-	}
-	if (c->ns_user < 0 && pass[0] >= 0)
-		close(pass[0]);
+	pass[LAYER_FD_USERNS - SQ_FD_PASSED] = c->ns_user >= 0 ? c->ns_user
+							       : open(path, O_RDONLY | O_CLOEXEC);
+	pass[LAYER_FD_MNTNS - SQ_FD_PASSED] = c->ns_mnt;
+	pass[LAYER_FD_READY - SQ_FD_PASSED] = ready[1];
+	pass[LAYER_FD_RELEASE - SQ_FD_PASSED] = release[0];
+	spawned = sq_spawn_detached(layer_path, (char *const *)argv, NULL, cred, pass,
+				    LAYER_FD_COUNT, &child, err, errlen);
+	if (c->ns_user < 0 && pass[LAYER_FD_USERNS - SQ_FD_PASSED] >= 0)
+		close(pass[LAYER_FD_USERNS - SQ_FD_PASSED]);
+	if (spawned < 0)
+		goto fail;
 	close(ready[1]);
 	ready[1] = -1;
 	close(release[0]);
 	release[0] = -1;
-	p = (struct pollfd){ ready[0], POLLIN, 0 };
-	got = poll(&p, 1, LAYER_WAIT_MS) > 0 ? read(ready[0], line, sizeof(line) - 1) : -1;
-	if (got > 0)
-		line[got] = '\0';
-	/* "ready PID": it holds the layer until the release pipe closes, so PID is it. */
-	if (got <= 0 || sscanf(line, "ready %d", &layer) != 1 || layer <= 0) {
-		sq_child_failure(&child, "the step's layer", got == 0 ? "it exited" : "no answer",
-				 err, errlen);
-		goto out;
-	}
-	if (sq_container_use_layer(c, layer, err, errlen) < 0)
-		goto out;
+	layer = layer_ready(ready[0], &child, err, errlen);
+	if (layer < 0 || sq_container_use_layer(c, layer, err, errlen) < 0)
+		goto fail;
 	if (sq_kept_layer_id(c, &dev, &ino) == 0 && c->keeper.sock >= 0) {
 		char msg[96];
 		snprintf(msg, sizeof(msg), KEEPER_MSG_LAYER " %llu %llu", dev, ino);
@@ -289,8 +311,8 @@ int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct s
 			/* the keeper ends it with the job anyway */
 		}
 	}
-	rc = 0;
-out:
+	rv = 0;
+fail:
 	for (int i = 0; i < 2; i++) {
 		if (ready[i] >= 0)
 			close(ready[i]);
@@ -298,7 +320,7 @@ out:
 			close(release[i]);
 	}
 	sq_child_close(&child);
-	return rc;
+	return rv;
 }
 
 int sq_kept_layer_id(const struct sq_container *c, unsigned long long *dev,
