@@ -326,19 +326,25 @@ static int listen_on(const char *path)
 	return fd;
 }
 
-int main(int argc, char **argv)
+/* The keeper's settings and the state of its loop. */
+struct keeper {
+	int job;               /* --job: kept for the job, steps connect to listen_path */
+	int idle_s;            /* --job: end after this long without a step */
+	int stepd;             /* the slurmstepd's pidfd (KEEPER_FD_STEPD), or -1 */
+	int stopped;           /* the runtime's first process stopped itself: ready */
+	int status;            /* its exit status, once it exited */
+	double idle_since;     /* when the last step left, or -1 */
+};
+
+/* The keeper's own arguments; returns the index of the runtime's command line, or -1. */
+static int parse_args(struct keeper *k, int argc, char **argv)
 {
-	struct pollfd fds[3 + MAX_CLIENTS];
-	sigset_t chld;
-	char text[96];
-	int own[2], status = 0, stopped = 0, job = 0, idle_s = 0, first = 1;
-	int stepd = fcntl(KEEPER_FD_STEPD, F_GETFD) >= 0 ? KEEPER_FD_STEPD : -1;
-	double idle_since = -1;
+	int first = 1;
 
 	if (argc >= 4 && strcmp(argv[1], "--job") == 0) {
-		job = 1;
+		k->job = 1;
 		listen_path = argv[2];
-		idle_s = atoi(argv[3]);
+		k->idle_s = atoi(argv[3]);
 		first = 4;
 	}
 	if (argc >= first + 4 && strcmp(argv[first], "--use-cache") == 0) {
@@ -354,11 +360,15 @@ int main(int argc, char **argv)
 		fill_max = strtoull(argv[first + 5], NULL, 10);
 		first += 6;
 	}
-	if (argc <= first || fcntl(KEEPER_FD_CONTROL, F_GETFD) < 0) {
-		fprintf(stderr, "squall: " PROG " is started by the squall SPANK plugin, with the "
-			"runtime's command line and its control socket on fd %d\n", KEEPER_FD_CONTROL);
-		return 2;
-	}
+	return argc > first && fcntl(KEEPER_FD_CONTROL, F_GETFD) >= 0 ? first : -1;
+}
+
+/* Job signals ignored, SIGCHLD through a signalfd, the job's socket, the control client,
+ * the extracted tree held. 0 ok; -1 said on stderr. */
+static int set_up(struct keeper *k)
+{
+	sigset_t chld;
+
 	for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 		signal(job_signals[i], SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
@@ -368,18 +378,18 @@ int main(int argc, char **argv)
 	sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sigfd < 0) {
 		fprintf(stderr, "squall: " PROG ": signalfd: %s\n", strerror(errno));
-		return 1;
+		return -1;
 	}
-	if (job) {
+	if (k->job) {
 		/* Kept for the job: the starting step is one user among others. */
-		if (stepd >= 0)
-			close(stepd);
-		stepd = -1;
+		if (k->stepd >= 0)
+			close(k->stepd);
+		k->stepd = -1;
 		listen_fd = listen_on(listen_path);
 		if (listen_fd < 0) {
 			fprintf(stderr, "squall: " PROG " cannot listen on %s: %s\n", listen_path,
 				strerror(errno));
-			return 1;
+			return -1;
 		}
 	}
 	clients[nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, 0, 0, 0 };
@@ -387,12 +397,22 @@ int main(int argc, char **argv)
 	if (use_dir != NULL && sq_extracted_hold(use_dir, use_key) < 0) {
 		fprintf(stderr, "squall: " PROG ": the extracted image %s/%s is gone\n", use_dir,
 			use_key);
-		return 1;
+		return -1;
 	}
-	start_runtime(argv + first);
+	return 0;
+}
+
+/* Start the runtime and tell the plugin: "started KPID PID" + pidfds (protocol.h).
+ * 0 ok; -1 said on stderr. */
+static int start_and_announce(char **argv)
+{
+	char text[96];
+	int own[2];
+
+	start_runtime(argv);
 	if (runtime < 0) {
 		fprintf(stderr, "squall: " PROG " cannot fork the runtime: %s\n", strerror(errno));
-		return 1;
+		return -1;
 	}
 	own[0] = sq_pidfd_open(getpid());
 	own[1] = sq_pidfd_open(runtime);
@@ -400,56 +420,98 @@ int main(int argc, char **argv)
 	say(KEEPER_FD_CONTROL, text, own, (own[0] >= 0 && own[1] >= 0) ? 2 : 0);
 	close(own[0]);
 	close(own[1]);
+	return 0;
+}
+
+/* How long poll may wait: a container kept for the job, ready and unused, ends once
+ * idle_s have passed (never returns then); -1 otherwise. */
+static int idle_wait_ms(struct keeper *k)
+{
+	int wait_ms;
+
+	if (!(k->job && nclients == 0 && k->stopped)) {
+		k->idle_since = -1;
+		return -1;
+	}
+	if (k->idle_since < 0)
+		k->idle_since = now_s();
+	wait_ms = (int)((k->idle_since + k->idle_s - now_s()) * 1000);
+	if (wait_ms <= 0)
+		end_all(0);   /* nobody used it for idle_s: the job is done with it */
+	return wait_ms;
+}
+
+/* The runtime stopped itself (ready: answer the steps waiting) or exited (the end). */
+static void on_runtime(struct keeper *k)
+{
+	char text[96];
+	int ev = runtime_event(&k->status);
+
+	if (ev == 'S' && !k->stopped) {
+		k->stopped = 1;
+		have_ns = sq_mntns_of((long)runtime, &ns_dev, &ns_ino) == 0;
+		say(KEEPER_FD_CONTROL, KEEPER_MSG_READY, NULL, 0);
+		for (int i = 0; i < nclients; i++)
+			if (clients[i].waiting)
+				attach_reply(&clients[i]);
+		if (fill_dir != NULL)
+			fill_cache();
+	} else if (ev == 'X') {
+		if (!k->stopped) {
+			snprintf(text, sizeof(text), KEEPER_MSG_EXITED " %d", k->status);
+			say(KEEPER_FD_CONTROL, text, NULL, 0);
+		}
+		end_all(0);
+	}
+}
+
+/* Until the container ends: the runtime's events, slurmstepd's end, steps. */
+static void serve(struct keeper *k)
+{
+	struct pollfd fds[3 + MAX_CLIENTS];
 
 	for (;;) {
-		int nfds = 0, wait_ms = -1, ev;
+		int nfds = 0, wait_ms;
 
 		fds[nfds++] = (struct pollfd){ sigfd, POLLIN, 0 };
-		fds[nfds++] = (struct pollfd){ stepd, POLLIN, 0 };
+		fds[nfds++] = (struct pollfd){ k->stepd, POLLIN, 0 };
 		fds[nfds++] = (struct pollfd){ listen_fd, POLLIN, 0 };
 		for (int i = 0; i < nclients; i++)
 			fds[nfds++] = (struct pollfd){ clients[i].fd, POLLIN, 0 };
-		if (job && nclients == 0 && stopped) {
-			if (idle_since < 0)
-				idle_since = now_s();
-			wait_ms = (int)((idle_since + idle_s - now_s()) * 1000);
-			if (wait_ms <= 0)
-				end_all(0);   /* nobody used it for idle_s: the job is done with it */
-		} else {
-			idle_since = -1;
-		}
+		wait_ms = idle_wait_ms(k);
 		if (poll(fds, (nfds_t)nfds, wait_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			end_all(0);
 		}
-		if (fds[0].revents) {
-			ev = runtime_event(&status);
-			if (ev == 'S' && !stopped) {
-				stopped = 1;
-				have_ns = sq_mntns_of((long)runtime, &ns_dev, &ns_ino) == 0;
-				say(KEEPER_FD_CONTROL, KEEPER_MSG_READY, NULL, 0);
-				for (int i = 0; i < nclients; i++)
-					if (clients[i].waiting)
-						attach_reply(&clients[i]);
-				if (fill_dir != NULL)
-					fill_cache();
-			} else if (ev == 'X') {
-				if (!stopped) {
-					snprintf(text, sizeof(text), KEEPER_MSG_EXITED " %d", status);
-					say(KEEPER_FD_CONTROL, text, NULL, 0);
-				}
-				end_all(0);
-			}
-		}
-		if (stepd >= 0 && fds[1].revents)
+		if (fds[0].revents)
+			on_runtime(k);
+		if (k->stepd >= 0 && fds[1].revents)
 			end_all(1);
 		if (listen_fd >= 0 && fds[2].revents)
 			accept_client();
 		/* Clients from the end: drop_client moves the last one into the slot. */
 		for (int i = nfds - 4; i >= 0; i--)
 			if (i < nclients && fds[3 + i].fd == clients[i].fd && fds[3 + i].revents &&
-			    client_says(i, stopped, job, stepd))
+			    client_says(i, k->stopped, k->job, k->stepd))
 				end_all(0);
 	}
+}
+
+int main(int argc, char **argv)
+{
+	struct keeper k = { 0, 0, -1, 0, 0, -1 };
+	int first;
+
+	k.stepd = fcntl(KEEPER_FD_STEPD, F_GETFD) >= 0 ? KEEPER_FD_STEPD : -1;
+	first = parse_args(&k, argc, argv);
+	if (first < 0) {
+		fprintf(stderr, "squall: " PROG " is started by the squall SPANK plugin, with the "
+			"runtime's command line and its control socket on fd %d\n", KEEPER_FD_CONTROL);
+		return 2;
+	}
+	if (set_up(&k) < 0 || start_and_announce(argv + first) < 0)
+		return 1;
+	serve(&k);
+	return 0;
 }

@@ -36,11 +36,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Relative: this helper is also built alone, without the plugin's include path. */
+#include "../plugin/protocol.h"
+
 #define PROG "squall-layer"
-#define FD_USERNS 3
-#define FD_MNTNS 4
-#define FD_READY 5
-#define FD_RELEASE 6
 #define MAX_RENEW 64
 
 struct mnt {
@@ -283,65 +282,84 @@ static int fresh_in_place(const struct mnt *mounts, size_t nmounts, const char *
 	return 1;
 }
 
-int main(int argc, char **argv)
-{
-	const char *renew[MAX_RENEW];
-	char cwd[PATH_MAX] = "/", link[64], scratch[PATH_MAX], upper[PATH_MAX + 8];
-	char work[PATH_MAX + 8], root[PATH_MAX + 8], data[PATH_MAX * 3 + 64];
-	char covered[256][PATH_MAX / 16];
-	size_t nmounts, ncovered = 0;
-	struct mnt *mounts, *rootmnt = NULL;
-	int nrenew = 0;
-	long pid = -1;
-	ssize_t len;
-	char byte;
+/* What the helper works with, phase to phase. */
+struct layer {
+	const char *renew[MAX_RENEW];  /* --renew: the runtime's own tmpfs mounts */
+	int nrenew;
+	long pid;                      /* --pid: the container's first process */
+	char cwd[PATH_MAX];            /* its working directory, where the step starts */
+	struct mnt *mounts;            /* the container's mounts, in mountinfo order */
+	size_t nmounts;
+	struct mnt *rootmnt;           /* the last one mounted on / */
+	char root[NAME_MAX + 8];       /* the step's new root, in the scratch tmpfs */
+};
 
+static int parse_args(struct layer *l, int argc, char **argv)
+{
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--pid") == 0 && i + 1 < argc)
-			pid = strtol(argv[++i], NULL, 10);
-		else if (strcmp(argv[i], "--renew") == 0 && i + 1 < argc && nrenew < MAX_RENEW)
-			renew[nrenew++] = argv[++i];
-		else {
-			fprintf(stderr, "squall: " PROG " is run by the squall SPANK plugin "
-				"(--pid PID [--renew MAJ:MIN]...)\n");
-			return 2;
-		}
+			l->pid = strtol(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--renew") == 0 && i + 1 < argc && l->nrenew < MAX_RENEW)
+			l->renew[l->nrenew++] = argv[++i];
+		else
+			return -1;
 	}
+	return 0;
+}
+
+/* A job signal must not stop it half way. */
+static void ignore_signals(void)
+{
 	for (int s = 1; s < NSIG; s++)
 		if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
-			signal(s, SIG_IGN);   /* a job signal must not stop it half way */
-	if (setns(FD_USERNS, CLONE_NEWUSER) < 0)
+			signal(s, SIG_IGN);
+}
+
+/* Join the container's namespaces, read its mounts there, then make the step's mount
+ * namespace: a private copy of the container's. */
+static void enter_container(struct layer *l)
+{
+	char link[64];
+	ssize_t len;
+
+	if (setns(LAYER_FD_USERNS, CLONE_NEWUSER) < 0)
 		die("cannot join the container's user namespace", NULL);
-	if (setns(FD_MNTNS, CLONE_NEWNS) < 0)
+	if (setns(LAYER_FD_MNTNS, CLONE_NEWNS) < 0)
 		die("cannot join the container's mount namespace", NULL);
-	snprintf(link, sizeof(link), "/proc/%ld/cwd", pid);
-	if (pid > 0 && (len = readlink(link, cwd, sizeof(cwd) - 1)) > 0 && cwd[0] == '/')
-		cwd[len] = '\0';
+	snprintf(link, sizeof(link), "/proc/%ld/cwd", l->pid);
+	if (l->pid > 0 && (len = readlink(link, l->cwd, sizeof(l->cwd) - 1)) > 0 &&
+	    l->cwd[0] == '/')
+		l->cwd[len] = '\0';
 	else
-		snprintf(cwd, sizeof(cwd), "/");
+		snprintf(l->cwd, sizeof(l->cwd), "/");
 	/* Read in the container's own namespace: a copy (unshare) loses "unbindable". */
-	mounts = read_mounts(&nmounts);
+	l->mounts = read_mounts(&l->nmounts);
 	if (unshare(CLONE_NEWNS) < 0)
 		die("cannot make a mount namespace for the step", NULL);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die("cannot make the step's mounts private", NULL);
-	for (size_t i = 0; i < nmounts; i++)
-		if (strcmp(mounts[i].point, "/") == 0)
-			rootmnt = &mounts[i];   /* the last one mounted on / is the root */
-	if (rootmnt == NULL) {
+	for (size_t i = 0; i < l->nmounts; i++)
+		if (strcmp(l->mounts[i].point, "/") == 0)
+			l->rootmnt = &l->mounts[i];   /* the last one mounted on / is the root */
+	if (l->rootmnt == NULL) {
 		errno = ENOENT;
 		die("cannot find the container's root in", "/proc/self/mountinfo");
 	}
+}
 
-	/* A read-only root has nothing to renew: the step keeps it, and only gets fresh
-	 * tmpfs mounts, on top of the container's (which its tasks then cannot reach). */
-	if (has_option(rootmnt->flags, "ro") && fresh_in_place(mounts, nmounts, renew, nrenew))
-		goto ready;
+/* Scratch space for the upper layer, mounted on a directory of the container's root:
+ * the overlay's lower layer is the root's own filesystem, which a mount on top does not
+ * change. Not on a directory that holds mounts to bind again from there. Then the
+ * overlay, on l->root. */
+static void make_overlay(struct layer *l)
+{
+	/* The scratch directory is a top-level one of the root (pick_scratch): /NAME. */
+	char scratch[NAME_MAX + 2], upper[NAME_MAX + 8], work[NAME_MAX + 8];
+	char data[PATH_MAX * 3 + 64];
+	struct stat st;
 
-	/* Scratch space for the upper layer, mounted on a directory of the container's root:
-	 * the overlay's lower layer is the root's own filesystem, which a mount on top does
-	 * not change. Not on a directory that holds mounts to bind again from there. */
-	if (pick_scratch(mounts, nmounts, renew, nrenew, scratch, sizeof(scratch)) < 0) {
+	if (pick_scratch(l->mounts, l->nmounts, l->renew, l->nrenew, scratch,
+			 sizeof(scratch)) < 0) {
 		errno = ENOENT;
 		die("no top-level directory of the container's root is free for the step's "
 		    "scratch space", NULL);
@@ -350,41 +368,45 @@ int main(int argc, char **argv)
 		die("cannot mount the step's scratch tmpfs on", scratch);
 	snprintf(upper, sizeof(upper), "%s/u", scratch);
 	snprintf(work, sizeof(work), "%s/w", scratch);
-	snprintf(root, sizeof(root), "%s/r", scratch);
-	if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(root, 0755) < 0)
+	snprintf(l->root, sizeof(l->root), "%s/r", scratch);
+	if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(l->root, 0755) < 0)
 		die("cannot create the step's layer directories in", scratch);
-	{
-		/* The upper directory's root takes the owner and mode of the container's root. */
-		struct stat st;
-		if (stat("/", &st) == 0) {
-			if (chmod(upper, st.st_mode & 07777) < 0 || lchown(upper, st.st_uid, st.st_gid) < 0) {
-				/* an unmapped owner: the layer still works */
-			}
+	/* The upper directory's root takes the owner and mode of the container's root. */
+	if (stat("/", &st) == 0) {
+		if (chmod(upper, st.st_mode & 07777) < 0 ||
+		    lchown(upper, st.st_uid, st.st_gid) < 0) {
+			/* an unmapped owner: the layer still works */
 		}
 	}
 	snprintf(data, sizeof(data), "lowerdir=/,upperdir=%s,workdir=%s,userxattr", upper, work);
-	if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, data) < 0) {
+	if (mount("overlay", l->root, "overlay", MS_NOSUID | MS_NODEV, data) < 0) {
 		snprintf(data, sizeof(data), "lowerdir=/,upperdir=%s,workdir=%s", upper, work);
-		if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, data) < 0)
+		if (mount("overlay", l->root, "overlay", MS_NOSUID | MS_NODEV, data) < 0)
 			die("the kernel refused an overlay on the container's root", NULL);
 	}
+}
 
-	for (size_t i = 0; i < nmounts; i++) {
-		struct mnt *m = &mounts[i];
+/* Every other mount again in the new root: renewed tmpfs mounts fresh and empty, the
+ * rest bound (recursively: what is below a bound one comes with it). */
+static void mount_again(const struct layer *l)
+{
+	char covered[256][PATH_MAX / 16];
+	size_t ncovered = 0;
+
+	for (size_t i = 0; i < l->nmounts; i++) {
+		const struct mnt *m = &l->mounts[i];
 		char target[PATH_MAX * 2];
-		int is_renew = 0, skip = 0;
+		int skip = 0;
 
-		if (m == rootmnt || strcmp(m->point, "/") == 0)
+		if (m == l->rootmnt || strcmp(m->point, "/") == 0)
 			continue;
 		for (size_t c = 0; c < ncovered && !skip; c++)
 			skip = under(m->point, covered[c]);
 		if (skip)
 			continue;
-		for (int r = 0; r < nrenew; r++)
-			is_renew |= strcmp(renew[r], m->dev) == 0;
-		snprintf(target, sizeof(target), "%s%s", root, m->point);
+		snprintf(target, sizeof(target), "%s%s", l->root, m->point);
 		mkdirs(target);
-		if (is_renew && strcmp(m->fstype, "tmpfs") == 0) {
+		if (renewed(m->dev, l->renew, l->nrenew) && strcmp(m->fstype, "tmpfs") == 0) {
 			char opts[512];
 			tmpfs_data(m->super, opts, sizeof(opts));
 			if (mount("tmpfs", target, "tmpfs", mount_flags(m->flags), opts) < 0)
@@ -397,34 +419,70 @@ int main(int argc, char **argv)
 		    strlen(m->point) < sizeof(covered[0]))
 			snprintf(covered[ncovered++], sizeof(covered[0]), "%s", m->point);
 	}
-	if (has_option(rootmnt->flags, "ro") &&
-	    mount(NULL, root, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+}
+
+/* Into the new root (read-only when the container's is). */
+static void switch_root(const struct layer *l)
+{
+	if (has_option(l->rootmnt->flags, "ro") &&
+	    mount(NULL, l->root, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
 		  NULL) < 0)
 		die("cannot make the step's root read-only", NULL);
-
-	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	if (chdir(l->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		die("cannot switch to the step's root", NULL);
-ready:
-	/* Give back the propagation the private copy took away (--container-mounts=...:unbindable),
-	 * parents first, as mountinfo lists them. */
-	for (size_t i = 0; i < nmounts; i++)
-		if (mounts[i].propagation != 0 && strcmp(mounts[i].point, "/") != 0 &&
-		    mount(NULL, mounts[i].point, NULL, mounts[i].propagation, NULL) < 0)
-			die("cannot restore the propagation of", mounts[i].point);
-	if (chdir(cwd) < 0 && chdir("/") < 0)
-		die("cannot change to", cwd);
-	free(mounts);
+}
 
-	{
-		char ready[32];
-		int n = snprintf(ready, sizeof(ready), "ready %d\n", (int)getpid());
-		if (write(FD_READY, ready, (size_t)n) != n)
-			die("cannot tell the plugin", NULL);
-	}
-	close(FD_READY);
-	while ((len = read(FD_RELEASE, &byte, 1)) != 0)
+/* Give back the propagation the private copy took away (--container-mounts=...:unbindable),
+ * parents first, as mountinfo lists them; then into the container's working directory. */
+static void restore(const struct layer *l)
+{
+	for (size_t i = 0; i < l->nmounts; i++)
+		if (l->mounts[i].propagation != 0 && strcmp(l->mounts[i].point, "/") != 0 &&
+		    mount(NULL, l->mounts[i].point, NULL, l->mounts[i].propagation, NULL) < 0)
+			die("cannot restore the propagation of", l->mounts[i].point);
+	if (chdir(l->cwd) < 0 && chdir("/") < 0)
+		die("cannot change to", l->cwd);
+}
+
+/* "ready PID" to the plugin, then hold the layer until it lets go (protocol.h). */
+static void hand_over(void)
+{
+	char ready[32], byte;
+	int n = snprintf(ready, sizeof(ready), LAYER_MSG_READY " %d\n", (int)getpid());
+	ssize_t len;
+
+	if (write(LAYER_FD_READY, ready, (size_t)n) != n)
+		die("cannot tell the plugin", NULL);
+	close(LAYER_FD_READY);
+	while ((len = read(LAYER_FD_RELEASE, &byte, 1)) != 0)
 		if (len < 0 && errno != EINTR)
 			break;
+}
+
+int main(int argc, char **argv)
+{
+	struct layer l;
+
+	memset(&l, 0, sizeof(l));
+	l.pid = -1;
+	if (parse_args(&l, argc, argv) < 0) {
+		fprintf(stderr, "squall: " PROG " is run by the squall SPANK plugin "
+			"(--pid PID [--renew MAJ:MIN]...)\n");
+		return 2;
+	}
+	ignore_signals();
+	enter_container(&l);
+	/* A read-only root has nothing to renew: the step keeps it, and only gets fresh
+	 * tmpfs mounts, on top of the container's (which its tasks then cannot reach). */
+	if (!has_option(l.rootmnt->flags, "ro") ||
+	    !fresh_in_place(l.mounts, l.nmounts, l.renew, l.nrenew)) {
+		make_overlay(&l);
+		mount_again(&l);
+		switch_root(&l);
+	}
+	restore(&l);
+	free(l.mounts);
+	hand_over();
 	return 0;
 }
