@@ -15,6 +15,7 @@
 #include "container.h"
 #include "pidfd.h"
 #include "procstat.h"
+#include "strbuf.h"
 
 void sq_container_init(struct sq_container *c)
 {
@@ -45,8 +46,8 @@ static int open_ns(pid_t pid, const char *name, int *out, char *err, size_t errl
 	snprintf(self, sizeof(self), "/proc/self/ns/%s", name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot open the container's %s namespace (%s): %s",
-			 name, path, strerror(errno));
+		sq_errf(err, errlen, "cannot open the container's %s namespace (%s): %s",
+			name, path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &a) == 0 && stat(self, &b) == 0 && a.st_ino == b.st_ino &&
@@ -68,8 +69,8 @@ static int read_environ(struct sq_container *c, char *err, size_t errlen)
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)c->pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (buf == NULL || fd < 0) {
-		snprintf(err, errlen, "cannot read the container's environment (%s): %s", path,
-			 strerror(errno));
+		sq_errf(err, errlen, "cannot read the container's environment (%s): %s", path,
+			strerror(errno));
 		free(buf);
 		if (fd >= 0)
 			close(fd);
@@ -104,14 +105,14 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	if (c->pidfd < 0)
 		c->pidfd = sq_pidfd_open(c->pid);
 	if (c->pidfd < 0) {
-		snprintf(err, errlen, "cannot hold the container process %d (pidfd_open: %s); "
-			 "a Linux kernel 5.3 or newer is needed", (int)c->pid, strerror(errno));
+		sq_errf(err, errlen, "cannot hold the container process %d (pidfd_open: %s); "
+			"a Linux kernel 5.3 or newer is needed", (int)c->pid, strerror(errno));
 		return -1;
 	}
 	if (c->starttime == 0) {
 		char state;
 		if (sq_procstat_read(c->pid, &state, &c->starttime) < 0) {
-			snprintf(err, errlen, "the container process %d is gone", (int)c->pid);
+			sq_errf(err, errlen, "the container process %d is gone", (int)c->pid);
 			return -1;
 		}
 	}
@@ -120,8 +121,8 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	    open_ns(c->pid, "cgroup", &c->ns_cgroup, err, errlen) < 0)
 		return -1;
 	if (c->ns_mnt < 0) {
-		snprintf(err, errlen, "the runtime started the container in the node's own mount "
-			 "namespace: check that the enroot= path in plugstack.conf is Enroot");
+		sq_errf(err, errlen, "the runtime started the container in the node's own mount "
+			"namespace: check that the enroot= path in plugstack.conf is Enroot");
 		return -1;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)c->pid);
@@ -129,8 +130,8 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)c->pid);
 	c->cwd_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (c->root_fd < 0 || c->cwd_fd < 0) {
-		snprintf(err, errlen, "cannot open the container's root or working directory: %s",
-			 strerror(errno));
+		sq_errf(err, errlen, "cannot open the container's root or working directory: %s",
+			strerror(errno));
 		return -1;
 	}
 	return read_environ(c, err, errlen);
@@ -157,8 +158,8 @@ int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t 
 	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
 	cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (mnt < 0 || root < 0 || cwd < 0) {
-		snprintf(err, errlen, "cannot hold the step's layer (process %d): %s", (int)pid,
-			 strerror(errno));
+		sq_errf(err, errlen, "cannot hold the step's layer (process %d): %s", (int)pid,
+			strerror(errno));
 		if (mnt >= 0)
 			close(mnt);
 		if (root >= 0)
@@ -246,31 +247,31 @@ int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long st
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen)
 {
 	if (c->ns_user >= 0 && setns(c->ns_user, CLONE_NEWUSER) < 0)
-		return snprintf(err, errlen, "cannot join the container's user namespace: %s",
-				strerror(errno)), -1;
+		return sq_errf(err, errlen, "cannot join the container's user namespace: %s",
+				strerror(errno));
 	if (setns(c->ns_mnt, CLONE_NEWNS) < 0)
-		return snprintf(err, errlen, "cannot join the container's mount namespace: %s",
-				strerror(errno)), -1;
+		return sq_errf(err, errlen, "cannot join the container's mount namespace: %s",
+				strerror(errno));
 	if (c->ns_cgroup >= 0 && setns(c->ns_cgroup, CLONE_NEWCGROUP) < 0)
-		return snprintf(err, errlen, "cannot join the container's cgroup namespace: %s",
-				strerror(errno)), -1;
+		return sq_errf(err, errlen, "cannot join the container's cgroup namespace: %s",
+				strerror(errno));
 	/* The namespace's root is the runtime's new root after pivot_root; chroot to the
 	 * held root as well, so a runtime that used chroot is joined the same way. */
 	if (fchdir(c->root_fd) < 0 || chroot(".") < 0)
-		return snprintf(err, errlen, "cannot enter the container's root filesystem: %s",
-				strerror(errno)), -1;
+		return sq_errf(err, errlen, "cannot enter the container's root filesystem: %s",
+				strerror(errno));
 	if (workdir != NULL) {
 		/* A relative --container-workdir starts from the container's own working
 		 * directory (the image's WORKDIR), as with Pyxis. */
 		if (workdir[0] != '/' && fchdir(c->cwd_fd) < 0 && chdir("/") < 0)
-			return snprintf(err, errlen, "cannot change to the container's working "
-					"directory: %s", strerror(errno)), -1;
+			return sq_errf(err, errlen, "cannot change to the container's working "
+					"directory: %s", strerror(errno));
 		if (chdir(workdir) < 0)
-			return snprintf(err, errlen, "--container-workdir=%s: cannot change to it "
-					"inside the container: %s", workdir, strerror(errno)), -1;
+			return sq_errf(err, errlen, "--container-workdir=%s: cannot change to it "
+					"inside the container: %s", workdir, strerror(errno));
 	} else if (fchdir(c->cwd_fd) < 0 && chdir("/") < 0) {
-		return snprintf(err, errlen, "cannot change to the container's working "
-				"directory: %s", strerror(errno)), -1;
+		return sq_errf(err, errlen, "cannot change to the container's working "
+				"directory: %s", strerror(errno));
 	}
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include "imageref.h"
 #include "image.h"
 #include "safeopen.h"
+#include "strbuf.h"
 
 void sq_hash_hex(const char *s, size_t len, char out[17])
 {
@@ -50,34 +51,34 @@ int sq_image_check_file(const char *what, const char *path, char identity[17],
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT || e == ENOTDIR)
-			snprintf(err, errlen, "%s: no such file on %s: check the path; images must "
-				 "be on storage every node sees (e.g. /fsx)", what, host());
+			sq_errf(err, errlen, "%s: no such file on %s: check the path; images must "
+				"be on storage every node sees (e.g. /fsx)", what, host());
 		else if (e == EACCES)
-			snprintf(err, errlen, "%s: permission denied for the job user on %s: make "
-				 "the file (and its directories) readable by you", what, host());
+			sq_errf(err, errlen, "%s: permission denied for the job user on %s: make "
+				"the file (and its directories) readable by you", what, host());
 		else if (e == EINVAL)
-			snprintf(err, errlen, "%s: %s is %s, not a regular file: give the path of a "
-				 ".sqsh image (a file built by sqshbuild or mksquashfs)", what, path,
-				 sq_file_kind(mode));
+			sq_errf(err, errlen, "%s: %s is %s, not a regular file: give the path of a "
+				".sqsh image (a file built by sqshbuild or mksquashfs)", what, path,
+				sq_file_kind(mode));
 		else if (e == EAGAIN)
-			snprintf(err, errlen, "%s: %s was replaced while it was opened: try again, "
-				 "and keep images where other users cannot replace them", what, path);
+			sq_errf(err, errlen, "%s: %s was replaced while it was opened: try again, "
+				"and keep images where other users cannot replace them", what, path);
 		else
-			snprintf(err, errlen, "%s: cannot open it on %s: %s", what, host(),
-				 strerror(e));
+			sq_errf(err, errlen, "%s: cannot open it on %s: %s", what, host(),
+				strerror(e));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "%s: cannot stat it on %s: %s", what, host(),
-			 strerror(errno));
+		sq_errf(err, errlen, "%s: cannot stat it on %s: %s", what, host(),
+			strerror(errno));
 		close(fd);
 		return -1;
 	}
 	n = (int)pread(fd, magic, sizeof(magic), 0);
 	close(fd);
 	if (n != 4 || memcmp(magic, "hsqs", 4) != 0) {
-		snprintf(err, errlen, "%s: not a squashfs image (no 'hsqs' magic at the start): "
-			 "build one with sqshbuild or mksquashfs", what);
+		sq_errf(err, errlen, "%s: not a squashfs image (no 'hsqs' magic at the start): "
+			"build one with sqshbuild or mksquashfs", what);
 		return -1;
 	}
 	n = snprintf(id, sizeof(id), "%ju:%ju:%jd:%jd.%09ld", (uintmax_t)st.st_dev,
@@ -108,9 +109,9 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 	int status;
 
 	if (access(e->sqshbuild, X_OK) < 0) {
-		snprintf(err, errlen, "--container-image=%s: registry images are built by "
-			 "sqshbuild, which is not executable at %s on %s: install squall there or "
-			 "set sqshbuild= in plugstack.conf", text, e->sqshbuild, host());
+		sq_errf(err, errlen, "--container-image=%s: registry images are built by "
+			"sqshbuild, which is not executable at %s on %s: install squall there or "
+			"set sqshbuild= in plugstack.conf", text, e->sqshbuild, host());
 		return -1;
 	}
 	if (sq_run(e->sqshbuild, (char *const *)argv, e->envp, e->cred, &status, &child, err,
@@ -120,23 +121,23 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 		char why[64];
 		sq_status_text(status, why, sizeof(why));
 		sq_capture_tail(child.err_fd, 1, line, sizeof(line));
-		snprintf(err, errlen, "--container-image=%s: sqshbuild failed (%s): %s", text, why,
-			 line[0] ? line : "it printed no error");
+		sq_errf(err, errlen, "--container-image=%s: sqshbuild failed (%s): %s", text, why,
+			line[0] ? line : "it printed no error");
 		sq_child_close(&child);
 		return -1;
 	}
 	sq_capture_tail(child.out_fd, 1, line, sizeof(line));
 	sq_child_close(&child);
 	if (line[0] != '/') {
-		snprintf(err, errlen, "--container-image=%s: sqshbuild printed no image path",
-			 text);
+		sq_errf(err, errlen, "--container-image=%s: sqshbuild printed no image path",
+			text);
 		return -1;
 	}
 	out->path = strdup(line);
 	out->from_registry = 1;
 	snprintf(what, sizeof(what), "--container-image=%s (cached as %s)", text, line);
 	if (out->path == NULL)
-		return snprintf(err, errlen, "out of memory"), -1;
+		return sq_errf(err, errlen, "out of memory");
 	return sq_image_check_file(what, out->path, out->identity, err, errlen);
 }
 
@@ -156,8 +157,8 @@ int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_i
 	case SQ_IMAGE_FILE:
 		out->path = absolute(ref.path, e->cwd);
 		if (out->path == NULL) {
-			snprintf(err, errlen, "--container-image=%s: cannot make the path "
-				 "absolute", text);
+			sq_errf(err, errlen, "--container-image=%s: cannot make the path "
+				"absolute", text);
 			rc = -1;
 			break;
 		}
@@ -168,9 +169,9 @@ int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_i
 		rc = build_from_registry(text, e, out, err, errlen);
 		break;
 	default:
-		snprintf(err, errlen, "--container-image=%s: dockerd:// images are not "
-			 "supported: push the image to a registry or build a .sqsh with "
-			 "sqshbuild", text);
+		sq_errf(err, errlen, "--container-image=%s: dockerd:// images are not "
+			"supported: push the image to a registry or build a .sqsh with "
+			"sqshbuild", text);
 		rc = -1;
 		break;
 	}

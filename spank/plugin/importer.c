@@ -12,6 +12,7 @@
 #include "env.h"
 #include "importer.h"
 #include "stepconf.h"
+#include "strbuf.h"
 
 int sq_importer_setup(struct sq_importer *im, const char *path, char *const runtime_env[],
 		      const char *runtime_path, uid_t uid, uint32_t jobid, uint32_t stepid,
@@ -40,7 +41,7 @@ int sq_importer_setup(struct sq_importer *im, const char *path, char *const runt
 	return 0;
 oom:
 	sq_env_free(env);
-	snprintf(err, errlen, "out of memory preparing the importer's environment");
+	sq_errf(err, errlen, "out of memory preparing the importer's environment");
 	return -1;
 }
 
@@ -70,7 +71,7 @@ int sq_importer_get(const struct sq_importer *im, const char *image_text, char *
 
 	*path = NULL;
 	if (uri == NULL)
-		return snprintf(err, errlen, "out of memory"), -1;
+		return sq_errf(err, errlen, "out of memory");
 	if (sq_run(im->path, (char *const *)argv, im->envp, im->cred, &status, &child, err,
 		   errlen) < 0) {
 		free(uri);
@@ -80,8 +81,8 @@ int sq_importer_get(const struct sq_importer *im, const char *image_text, char *
 		char why[64];
 		sq_status_text(status, why, sizeof(why));
 		sq_capture_tail(child.err_fd, 2, tail, sizeof(tail));
-		snprintf(err, errlen, "--container-image=%s: the site's importer %s failed (%s): %s",
-			 image_text, im->path, why, tail[0] ? tail : "it printed no error");
+		sq_errf(err, errlen, "--container-image=%s: the site's importer %s failed (%s): %s",
+			image_text, im->path, why, tail[0] ? tail : "it printed no error");
 		sq_child_close(&child);
 		free(uri);
 		return -1;
@@ -90,11 +91,11 @@ int sq_importer_get(const struct sq_importer *im, const char *image_text, char *
 	sq_child_close(&child);
 	free(uri);
 	if (line[0] != '/')
-		return snprintf(err, errlen, "--container-image=%s: the site's importer %s printed no "
+		return sq_errf(err, errlen, "--container-image=%s: the site's importer %s printed no "
 				"absolute squashfs path (it printed '%.200s')", image_text, im->path,
-				line), -1;
+				line);
 	*path = strdup(line);
-	return *path ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+	return *path ? 0 : sq_errf(err, errlen, "out of memory");
 }
 
 void sq_importer_release(const struct sq_importer *im)

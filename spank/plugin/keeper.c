@@ -19,6 +19,7 @@
 #include "procstat.h"
 #include "reap.h"
 #include "safeopen.h"
+#include "strbuf.h"
 
 /* The keeper's own grace (SIGCONT, then SIGKILL after 10 s) plus its sweep. */
 #define STOP_WAIT_MS 15000
@@ -117,7 +118,7 @@ int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
 		nk++;
 	kargv = calloc((size_t)(n + nk) + 2, sizeof(char *));
 	if (kargv == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-		snprintf(err, errlen, "cannot prepare the container start: %s", strerror(errno));
+		sq_errf(err, errlen, "cannot prepare the container start: %s", strerror(errno));
 		free(kargv);
 		return -1;
 	}
@@ -168,9 +169,9 @@ int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
 		sq_status_text(atoi(buf + strlen(KEEPER_MSG_EXITED) + 1), why, sizeof(why));
 		start_failed(capture, why, err, errlen);
 	} else if (len < 0 && deadline > 0 && now_s() >= deadline) {
-		snprintf(err, errlen, "container start failed: the runtime did not reach the "
-			 "container's first command within %d s (a wrapper around enroot must exec "
-			 "it, not run it as a child)", timeout_s);
+		sq_errf(err, errlen, "container start failed: the runtime did not reach the "
+			"container's first command within %d s (a wrapper around enroot must exec "
+			"it, not run it as a child)", timeout_s);
 	} else {
 		start_failed(capture, "its keeper went away", err, errlen);
 	}
@@ -237,7 +238,7 @@ int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
 	int fd;
 
 	if (sq_running_format((long)k->pid, k->starttime, line, sizeof(line)) < 0)
-		return snprintf(err, errlen, "cannot format the keeper record"), -1;
+		return sq_errf(err, errlen, "cannot format the keeper record");
 	record_path(path, sizeof(path), dir, jobid, what);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	unlink(tmp);
@@ -255,8 +256,8 @@ int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
 		return 0;
 	unlink(tmp);
 fail:
-	snprintf(err, errlen, "cannot record the container's keeper in %s: %s", dir,
-		 strerror(errno));
+	sq_errf(err, errlen, "cannot record the container's keeper in %s: %s", dir,
+		strerror(errno));
 	return -1;
 }
 

@@ -129,8 +129,8 @@ static int ask_attach(int sock, struct sq_keeper *k, pid_t *pid, int *pidfd, cha
 
 	if (send(sock, KEEPER_MSG_ATTACH, strlen(KEEPER_MSG_ATTACH), MSG_NOSIGNAL) < 0 ||
 	    poll(&p, 1, ATTACH_WAIT_S * 1000) <= 0) {
-		snprintf(err, errlen, "the job's kept container did not answer: %s",
-			 errno ? strerror(errno) : "timed out");
+		sq_errf(err, errlen, "the job's kept container did not answer: %s",
+			errno ? strerror(errno) : "timed out");
 		return -1;
 	}
 	msg.msg_iov = &iov;
@@ -151,7 +151,7 @@ static int ask_attach(int sock, struct sq_keeper *k, pid_t *pid, int *pidfd, cha
 			close(fds[0]);
 		if (fds[1] >= 0)
 			close(fds[1]);
-		snprintf(err, errlen, "the job's kept container ended while this step joined it");
+		sq_errf(err, errlen, "the job's kept container ended while this step joined it");
 		return -1;
 	}
 	k->pid = kpid;
@@ -176,14 +176,14 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 	kept_path(lock, sizeof(lock), r->runtime_dir, r->jobid, r->key, "lock");
 	kept_path(sock, sizeof(sock), r->runtime_dir, r->jobid, r->key, "sock");
 	if (strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		snprintf(err, errlen, "runtime directory %s is too long for the kept container's "
-			 "socket (at most about 60 characters: plugstack.conf runtime_path)",
-			 r->runtime_dir);
+		sq_errf(err, errlen, "runtime directory %s is too long for the kept container's "
+			"socket (at most about 60 characters: plugstack.conf runtime_path)",
+			r->runtime_dir);
 		return -1;
 	}
 	lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lockfd < 0 || flock(lockfd, LOCK_EX) < 0) {
-		snprintf(err, errlen, "cannot lock %s: %s", lock, strerror(errno));
+		sq_errf(err, errlen, "cannot lock %s: %s", lock, strerror(errno));
 		if (lockfd >= 0)
 			close(lockfd);
 		return -1;

@@ -13,6 +13,7 @@
 #include "options.h"
 #include "running.h"
 #include "safeopen.h"
+#include "strbuf.h"
 
 #define IMAGE_RECORD "image-"
 
@@ -133,12 +134,12 @@ int sq_named_record_image(const char *runtime_dir, const char *runtime_name,
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	len = asprintf(&line, "%s\t%s\n", identity, image_text);
 	if (len < 0)
-		return snprintf(err, errlen, "out of memory"), -1;
+		return sq_errf(err, errlen, "out of memory");
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || write(fd, line, (size_t)len) != len || close(fd) < 0 ||
 	    rename(tmp, path) < 0) {
-		snprintf(err, errlen, "cannot record the image of container %s in %s: %s",
-			 runtime_name, runtime_dir, strerror(errno));
+		sq_errf(err, errlen, "cannot record the image of container %s in %s: %s",
+			runtime_name, runtime_dir, strerror(errno));
 		if (fd >= 0)
 			unlink(tmp);
 		free(line);
@@ -191,10 +192,10 @@ static int compare_image(const char *runtime_dir, const char *runtime_name, cons
 		return 0;
 	if (strcmp(had, identity) != 0) {
 		if (strict) {
-			snprintf(err, errlen, "--container-name=%s: container %s was made from %s, "
-				 "not from --container-image=%s (container_name_strict=1): remove it "
-				 "with 'enroot remove -f %s', or pick another name", name,
-				 runtime_name, was, image_text, runtime_name);
+			sq_errf(err, errlen, "--container-name=%s: container %s was made from %s, "
+				"not from --container-image=%s (container_name_strict=1): remove it "
+				"with 'enroot remove -f %s', or pick another name", name,
+				runtime_name, was, image_text, runtime_name);
 			rc = -1;
 		} else {
 			snprintf(warn, warnlen, "squall: warning: --container-name=%s: reusing "
@@ -221,30 +222,30 @@ int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
 	if (warnlen > 0)
 		warn[0] = '\0';
 	if (list_names(rt, runtime_name, 1, &names, &count, sub, sizeof(sub)) < 0) {
-		snprintf(err, errlen, "--container-name=%s: %s", name, sub);
+		sq_errf(err, errlen, "--container-name=%s: %s", name, sub);
 		return -1;
 	}
 	if (count > 0) {
 		if (mode == SQ_NAME_CREATE) {
-			snprintf(err, errlen, "--container-name=%s:create: container %s already "
-				 "exists: drop ':create' to reuse it, or remove it with 'enroot "
-				 "remove -f %s'", name, runtime_name, runtime_name);
+			sq_errf(err, errlen, "--container-name=%s:create: container %s already "
+				"exists: drop ':create' to reuse it, or remove it with 'enroot "
+				"remove -f %s'", name, runtime_name, runtime_name);
 			goto out;
 		}
 		if (compare_image(runtime_dir, runtime_name, name, strict, img->text, img->identity,
 				  warn, warnlen, err, errlen) < 0)
 			goto out;
 	} else if (img->identity == NULL) {
-		snprintf(err, errlen, "--container-name=%s: no container %s on this node, and no "
-			 "--container-image to create it from: add --container-image", name,
-			 runtime_name);
+		sq_errf(err, errlen, "--container-name=%s: no container %s on this node, and no "
+			"--container-image to create it from: add --container-image", name,
+			runtime_name);
 		goto out;
 	} else {
 		int made = img->load_uri != NULL
 			   ? sq_named_load(rt, runtime_name, img->load_uri, sub, sizeof(sub))
 			   : sq_named_create(rt, runtime_name, img->path, sub, sizeof(sub));
 		if (made < 0) {
-			snprintf(err, errlen, "--container-name=%s: %s", name, sub);
+			sq_errf(err, errlen, "--container-name=%s: %s", name, sub);
 			goto out;
 		}
 		if (sq_named_record_image(runtime_dir, runtime_name, img->identity, img->text, sub,
@@ -254,7 +255,7 @@ int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
 	if ((*target = strdup(runtime_name)) != NULL)
 		rc = 0;
 	else
-		snprintf(err, errlen, "out of memory");
+		sq_errf(err, errlen, "out of memory");
 out:
 	free_names(names, count);
 	return rc;
@@ -262,10 +263,10 @@ out:
 
 void sq_named_exec_none(const char *name, char *err, size_t errlen)
 {
-	snprintf(err, errlen, "--container-name=%s:exec: no container of that name runs on this "
-		 "node: start it in another step first (e.g. srun --container-name=%s "
-		 "--container-image=IMAGE sleep infinity &), or drop ':exec' to start one here",
-		 name, name);
+	sq_errf(err, errlen, "--container-name=%s:exec: no container of that name runs on this "
+		"node: start it in another step first (e.g. srun --container-name=%s "
+		"--container-image=IMAGE sleep infinity &), or drop ':exec' to start one here",
+		name, name);
 }
 
 int sq_named_find_running(const char *runtime_dir, const char *runtime_name, const char *name,

@@ -19,6 +19,7 @@
 #include "nsholder.h"
 #include "pidfd.h"
 #include "procstat.h"
+#include "strbuf.h"
 #include "unshare.h"
 
 static const int kinds[3] = { SQ_NS_NET, SQ_NS_IPC, SQ_NS_UTS };
@@ -150,8 +151,8 @@ static int open_namespaces(struct sq_nsholder *h, char *err, size_t errlen)
 		snprintf(self, sizeof(self), "/proc/self/ns/%s", name);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
-			return snprintf(err, errlen, "cannot open the container's %s namespace (%s): %s",
-					name, path, strerror(errno)), -1;
+			return sq_errf(err, errlen, "cannot open the container's %s namespace (%s): %s",
+					name, path, strerror(errno));
 		if (fstat(fd, &a) == 0 && stat(self, &b) == 0 && a.st_ino == b.st_ino &&
 		    a.st_dev == b.st_dev) {
 			close(fd);
@@ -172,12 +173,12 @@ int sq_nsholder_make(struct sq_nsholder *h, int mask, int ns_user, int container
 
 	sq_nsholder_init(h);
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return snprintf(err, errlen, "--container-unshare: pipe: %s", strerror(errno)), -1;
+		return sq_errf(err, errlen, "--container-unshare: pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
-		return snprintf(err, errlen, "--container-unshare: fork: %s", strerror(errno)), -1;
+		return sq_errf(err, errlen, "--container-unshare: fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
@@ -198,16 +199,16 @@ int sq_nsholder_make(struct sq_nsholder *h, int mask, int ns_user, int container
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
 		h->pid = -1;
-		return snprintf(err, errlen, "--container-unshare: cannot make the container's "
+		return sq_errf(err, errlen, "--container-unshare: cannot make the container's "
 				"namespaces (%s): the node must allow unprivileged user namespaces",
-				got ? buf : "the helper died"), -1;
+				got ? buf : "the helper died");
 	}
 	h->pidfd = sq_pidfd_open(pid);
 	if (h->pidfd < 0 || sq_procstat_read(pid, &state, &h->starttime) < 0 ||
 	    open_namespaces(h, err, errlen) < 0) {
 		if (h->pidfd < 0)
-			snprintf(err, errlen, "--container-unshare: cannot hold the namespace holder "
-				 "%d: %s", (int)pid, strerror(errno));
+			sq_errf(err, errlen, "--container-unshare: cannot hold the namespace holder "
+				"%d: %s", (int)pid, strerror(errno));
 		sq_nsholder_release(h);
 		return -1;
 	}
@@ -266,8 +267,8 @@ int sq_nsholder_join(const struct sq_nsholder *h, char *err, size_t errlen)
 {
 	for (int i = 0; i < 3; i++)
 		if (h->fd[i] >= 0 && setns(h->fd[i], clone_flags[i]) < 0)
-			return snprintf(err, errlen, "cannot join the container's %s namespace: %s",
-					sq_ns_name(kinds[i]), strerror(errno)), -1;
+			return sq_errf(err, errlen, "cannot join the container's %s namespace: %s",
+					sq_ns_name(kinds[i]), strerror(errno));
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "runcmd.h"
+#include "strbuf.h"
 
 int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errlen)
 {
@@ -28,8 +29,8 @@ int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errl
 	if (geteuid() != 0)
 		return 0;
 	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL) {
-		snprintf(err, errlen, "user id %u has no passwd entry on this node: add the user "
-			 "to the node's user database", (unsigned)uid);
+		sq_errf(err, errlen, "user id %u has no passwd entry on this node: add the user "
+			"to the node's user database", (unsigned)uid);
 		return -1;
 	}
 	for (int tries = 0; tries < 4; tries++) {
@@ -45,7 +46,7 @@ int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errl
 		free(g);
 		n = want > n ? want : n * 2;
 	}
-	snprintf(err, errlen, "cannot list the groups of user %s", pw.pw_name);
+	sq_errf(err, errlen, "cannot list the groups of user %s", pw.pw_name);
 	return -1;
 }
 
@@ -138,7 +139,7 @@ int sq_spawn(const char *path, char *const argv[], char *const envp[],
 	child->err_fd = capture_fd("squall-stderr");
 	devnull = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
 	if (child->out_fd < 0 || child->err_fd < 0 || devnull < 0) {
-		snprintf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
+		sq_errf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
 		if (devnull >= 0)
 			close(devnull);
 		sq_child_close(child);
@@ -146,7 +147,7 @@ int sq_spawn(const char *path, char *const argv[], char *const envp[],
 	}
 	pid = fork();
 	if (pid < 0) {
-		snprintf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
+		sq_errf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
 		close(devnull);
 		sq_child_close(child);
 		return -1;
@@ -189,7 +190,7 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 	child->err_fd = capture_fd("squall-stderr");
 	devnull = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
 	if (child->out_fd < 0 || child->err_fd < 0 || devnull < 0) {
-		snprintf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
+		sq_errf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
 		if (devnull >= 0)
 			close(devnull);
 		sq_child_close(child);
@@ -197,7 +198,7 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 	}
 	pid = fork();
 	if (pid < 0) {
-		snprintf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
+		sq_errf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
 		close(devnull);
 		sq_child_close(child);
 		return -1;
@@ -257,8 +258,8 @@ int sq_run(const char *path, char *const argv[], char *const envp[], const struc
 	if (sq_spawn(path, argv, envp, cred, child, err, errlen) < 0)
 		return -1;
 	if (sq_child_wait(child, status) < 0) {
-		snprintf(err, errlen, "lost track of %s (pid %d): %s", path, (int)child->pid,
-			 strerror(errno));
+		sq_errf(err, errlen, "lost track of %s (pid %d): %s", path, (int)child->pid,
+			strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -344,6 +345,6 @@ void sq_child_failure(const struct sq_child *child, const char *what, const char
 	sq_capture_tail(child->err_fd, 3, tail, sizeof(tail));
 	if (tail[0] == '\0')
 		sq_capture_tail(child->out_fd, 3, tail, sizeof(tail));
-	snprintf(err, errlen, "%s failed (%s): %s", what, why,
-		 tail[0] ? tail : "the runtime printed nothing");
+	sq_errf(err, errlen, "%s failed (%s): %s", what, why,
+		tail[0] ? tail : "the runtime printed nothing");
 }

@@ -13,6 +13,7 @@
 #include "procstat.h"
 #include "running.h"
 #include "safeopen.h"
+#include "strbuf.h"
 
 #define RECORD_PREFIX "running-"
 
@@ -46,7 +47,7 @@ int sq_running_record(const char *dir, const char *name, pid_t pid,
 		return 0;
 	if (sq_running_format_ns((long)pid, starttime, (long)nspid, nsstart, line,
 				 sizeof(line)) < 0)
-		return snprintf(err, errlen, "cannot format the running-container record"), -1;
+		return sq_errf(err, errlen, "cannot format the running-container record");
 	record_path(path, sizeof(path), dir, name);
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -65,8 +66,8 @@ int sq_running_record(const char *dir, const char *name, pid_t pid,
 	}
 	return 0;
 fail:
-	snprintf(err, errlen, "cannot record the running container in %s: %s", dir,
-		 strerror(errno));
+	sq_errf(err, errlen, "cannot record the running container in %s: %s", dir,
+		strerror(errno));
 	return -1;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "save.h"
+#include "strbuf.h"
 
 /* rename or unlink as the user, in a child, so root never follows the user's paths. */
 static int as_user(const struct sq_cred *cred, const char *from, const char *to)
@@ -43,15 +44,15 @@ int sq_save_check(const char *path, char *err, size_t errlen)
 	snprintf(dir_buf, sizeof(dir_buf), "%s", path);
 	dir = dirname(dir_buf);
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return snprintf(err, errlen, "--container-save=%s: directory %s does not exist on "
+		return sq_errf(err, errlen, "--container-save=%s: directory %s does not exist on "
 				"this node: create it first (the image is written there at the step's "
-				"end)", path, dir), -1;
+				"end)", path, dir);
 	if (access(dir, W_OK | X_OK) < 0)
-		return snprintf(err, errlen, "--container-save=%s: directory %s is not writable by "
-				"the job user: pick a directory you can write", path, dir), -1;
+		return sq_errf(err, errlen, "--container-save=%s: directory %s is not writable by "
+				"the job user: pick a directory you can write", path, dir);
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return snprintf(err, errlen, "--container-save=%s: is a directory: give a file path "
-				"(e.g. %s/saved.sqsh)", path, path), -1;
+		return sq_errf(err, errlen, "--container-save=%s: is a directory: give a file path "
+				"(e.g. %s/saved.sqsh)", path, path);
 	return 0;
 }
 
@@ -76,7 +77,7 @@ int sq_save_export(const struct sq_runtime *rt, const char *container, const cha
 		return -1;
 	}
 	if (as_user(rt->cred, tmp, path) < 0) {
-		snprintf(err, errlen, "cannot move the saved image into place at %s", path);
+		sq_errf(err, errlen, "cannot move the saved image into place at %s", path);
 		as_user(rt->cred, tmp, NULL);
 		return -1;
 	}

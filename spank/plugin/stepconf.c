@@ -11,6 +11,7 @@
 #include "env.h"
 #include "quote.h"
 #include "stepconf.h"
+#include "strbuf.h"
 
 int sq_line_append(char ***arr, size_t *n, const char *line)
 {
@@ -126,14 +127,14 @@ int sq_find_enroot(char **out, char *err, size_t errlen)
 			snprintf(cand, sizeof(cand), "%s/enroot", dir);
 			if (access(cand, X_OK) == 0) {
 				*out = strdup(cand);
-				return *out ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+				return *out ? 0 : sq_errf(err, errlen, "out of memory");
 			}
 		}
 		if (e == NULL)
 			break;
 	}
-	snprintf(err, errlen, "container runtime not found: no 'enroot' on slurmstepd's PATH (%s): "
-		 "install Enroot there or set enroot= in plugstack.conf", path);
+	sq_errf(err, errlen, "container runtime not found: no 'enroot' on slurmstepd's PATH (%s): "
+		"install Enroot there or set enroot= in plugstack.conf", path);
 	return -1;
 }
 
@@ -154,7 +155,7 @@ int sq_stepconf_env(char *const job_env[], const struct sq_opts *o, const char *
 	    put_setting(&clean, "ENROOT_ROOTFS_WRITABLE", o->writable) < 0) {
 		free(rt);
 		sq_env_free(clean);
-		snprintf(err, errlen, "out of memory building the runtime's environment");
+		sq_errf(err, errlen, "out of memory building the runtime's environment");
 		return -1;
 	}
 	free(rt);
@@ -181,8 +182,8 @@ int sq_stepfile_write(const char *path, const char *text, char *err, size_t errl
 
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot create the runtime's file %s: %s", path,
-			 strerror(errno));
+		sq_errf(err, errlen, "cannot create the runtime's file %s: %s", path,
+			strerror(errno));
 		return -1;
 	}
 	len = strlen(text);
@@ -191,7 +192,7 @@ int sq_stepfile_write(const char *path, const char *text, char *err, size_t errl
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+			sq_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 			close(fd);
 			unlink(path);
 			return -1;
@@ -199,7 +200,7 @@ int sq_stepfile_write(const char *path, const char *text, char *err, size_t errl
 		off += (size_t)w;
 	}
 	if (close(fd) < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		sq_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		unlink(path);
 		return -1;
 	}
