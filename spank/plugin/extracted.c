@@ -296,7 +296,7 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 		       const char *unsquashfs, unsigned long long max_bytes)
 {
 	char tmpname[64], name[64], tmp[PATH_MAX], dest[PATH_MAX + 8];
-	int dfd, fd, sfd, status = -1, rc = -1, sized = 0;
+	int dfd, fd, sfd, status = -1, rv = -1, sized = 0;
 	pid_t pid;
 
 	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32)
@@ -322,7 +322,7 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	snprintf(tmp, sizeof(tmp), "%s/%s", cache_dir, tmpname);
 	snprintf(dest, sizeof(dest), "%s/rootfs", tmp);
 	if (mkdirat(dfd, tmpname, 0700) < 0)
-		goto out;
+		goto fail;
 	pid = fork();
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDWR);
@@ -337,7 +337,7 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		goto out;
+		goto fail;
 	tree_bytes = 0;
 	nftw(tmp, add_size, 32, FTW_PHYS);
 	{
@@ -357,9 +357,9 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 		close(sfd);
 	}
 	if (renameat(dfd, tmpname, dfd, key) == 0)
-		rc = 0;
-out:
-	if (rc < 0) {
+		rv = 0;
+fail:
+	if (rv < 0) {
 		remove_tree(tmp);
 		if (sized)
 			unlinkat(dfd, name, 0);
@@ -370,7 +370,7 @@ out:
 	futimens(fd, NULL);
 	close(fd);
 	close(dfd);
-	return rc;
+	return rv;
 }
 
 static int write_file(const char *path, const char *text)

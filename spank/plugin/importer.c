@@ -66,36 +66,35 @@ int sq_importer_get(const struct sq_importer *im, const char *image_text, char *
 	char *uri = sq_enroot_uri(image_text);
 	const char *argv[] = { im->path, "get", uri, NULL };
 	char line[PATH_MAX + 64], tail[600];
-	struct sq_child child;
-	int status;
+	struct sq_child child = { -1, -1, -1 };
+	int status, rv = -1;
 
 	*path = NULL;
 	if (uri == NULL)
 		return sq_errf(err, errlen, "out of memory");
 	if (sq_run(im->path, (char *const *)argv, im->envp, im->cred, &status, &child, err,
-		   errlen) < 0) {
-		free(uri);
-		return -1;
-	}
+		   errlen) < 0)
+		goto fail;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char why[64];
 		sq_status_text(status, why, sizeof(why));
 		sq_capture_tail(child.err_fd, 2, tail, sizeof(tail));
 		sq_errf(err, errlen, "--container-image=%s: the site's importer %s failed (%s): %s",
 			image_text, im->path, why, tail[0] ? tail : "it printed no error");
-		sq_child_close(&child);
-		free(uri);
-		return -1;
+		goto fail;
 	}
 	sq_capture_tail(child.out_fd, 1, line, sizeof(line));
+	if (line[0] != '/') {
+		sq_errf(err, errlen, "--container-image=%s: the site's importer %s printed no "
+			"absolute squashfs path (it printed '%.200s')", image_text, im->path, line);
+		goto fail;
+	}
+	*path = strdup(line);
+	rv = *path ? 0 : sq_errf(err, errlen, "out of memory");
+fail:
 	sq_child_close(&child);
 	free(uri);
-	if (line[0] != '/')
-		return sq_errf(err, errlen, "--container-image=%s: the site's importer %s printed no "
-				"absolute squashfs path (it printed '%.200s')", image_text, im->path,
-				line);
-	*path = strdup(line);
-	return *path ? 0 : sq_errf(err, errlen, "out of memory");
+	return rv;
 }
 
 void sq_importer_release(const struct sq_importer *im)

@@ -99,19 +99,16 @@ static void start_failed(const struct sq_child *capture, const char *why, char *
 	sq_child_failure(capture, "container start", why, err, errlen);
 }
 
-int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
-		    const char *const *keeper_args, char *const argv[],
-		    char *const envp[], const struct sq_cred *cred, struct sq_child *capture,
-		    int timeout_s, pid_t *runtime_pid, int *runtime_pidfd, char *err,
-		    size_t errlen)
+/* Start the keeper at keeper_path with its control socket and this slurmstepd's pidfd
+ * (protocol.h); k->sock is the plugin's end. 0 ok, -1 with err. */
+static int spawn_keeper(struct sq_keeper *k, const char *keeper_path,
+			const char *const *keeper_args, char *const argv[], char *const envp[],
+			const struct sq_cred *cred, struct sq_child *capture, char *err,
+			size_t errlen)
 {
-	char buf[128], **kargv;
-	int pair[2], pass[2], got[2] = { -1, -1 }, n = 0, nk = 0, kpid = 0, rpid = 0;
-	double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
-	ssize_t len;
+	char **kargv;
+	int pair[2] = { -1, -1 }, pass[2] = { -1, -1 }, n = 0, nk = 0, rv = -1;
 
-	*runtime_pid = -1;
-	*runtime_pidfd = -1;
 	while (argv[n] != NULL)
 		n++;
 	while (keeper_args != NULL && keeper_args[nk] != NULL)
@@ -119,8 +116,7 @@ int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
 	kargv = calloc((size_t)(n + nk) + 2, sizeof(char *));
 	if (kargv == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
 		sq_errf(err, errlen, "cannot prepare the container start: %s", strerror(errno));
-		free(kargv);
-		return -1;
+		goto fail;
 	}
 	kargv[0] = (char *)keeper_path;
 	if (nk > 0)
@@ -131,19 +127,38 @@ int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
 	 * orphaned and the container must go with them. */
 	pass[KEEPER_FD_STEPD - SQ_FD_PASSED] = sq_pidfd_open(getpid());
 	if (sq_spawn_detached(keeper_path, kargv, envp, cred, pass, pass[1] >= 0 ? 2 : 1,
-			      capture, err, errlen) < 0) {
+			      capture, err, errlen) < 0)
+		goto fail;
+	k->sock = pair[0];
+	pair[0] = -1;
+	rv = 0;
+fail:
+	if (pair[0] >= 0)
 		close(pair[0]);
+	if (pair[1] >= 0)
 		close(pair[1]);
-		if (pass[1] >= 0)
-			close(pass[1]);
-		free(kargv);
-		return -1;
-	}
-	free(kargv);
-	close(pair[1]);
 	if (pass[1] >= 0)
 		close(pass[1]);
-	k->sock = pair[0];
+	free(kargv);
+	return rv;
+}
+
+int sq_keeper_start(struct sq_keeper *k, const char *keeper_path,
+		    const char *const *keeper_args, char *const argv[],
+		    char *const envp[], const struct sq_cred *cred, struct sq_child *capture,
+		    int timeout_s, pid_t *runtime_pid, int *runtime_pidfd, char *err,
+		    size_t errlen)
+{
+	char buf[128];
+	int got[2] = { -1, -1 }, kpid = 0, rpid = 0;
+	double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+	ssize_t len;
+
+	*runtime_pid = -1;
+	*runtime_pidfd = -1;
+	if (spawn_keeper(k, keeper_path, keeper_args, argv, envp, cred, capture, err,
+			 errlen) < 0)
+		return -1;
 
 	len = hear(k->sock, buf, sizeof(buf), got, deadline);
 	if (len <= 0 || sscanf(buf, KEEPER_MSG_STARTED " %d %d", &kpid, &rpid) != 2 ||

@@ -168,7 +168,7 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 	char lock[PATH_MAX], sock[PATH_MAX], idle[16];
 	const char *args[16] = { "--job", sock, idle, NULL };
 	struct sq_start_request start = *r->start;
-	int lockfd, fd, rc = -1;
+	int lockfd, fd, rv = -1;
 	pid_t pid;
 	int pidfd;
 
@@ -193,14 +193,14 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 		sq_keeper_init(&c->keeper);
 		if (ask_attach(fd, &c->keeper, &pid, &pidfd, err, errlen) < 0) {
 			close(fd);
-			goto out;
+			goto fail;
 		}
 		c->kept = 1;
 		c->uid = r->start->cred->uid;
 		if (sq_container_hold(c, pid, pidfd, err, errlen) < 0)
-			goto out;
-		rc = 0;
-		goto out;
+			goto fail;
+		rv = 0;
+		goto fail;
 	}
 	/* None answers: start it, kept for the job. */
 	snprintf(idle, sizeof(idle), "%d", r->idle_s);
@@ -208,15 +208,15 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 		args[n++] = r->extra_args[i];
 	start.keeper_args = args;
 	if (sq_container_start(c, &start, err, errlen) < 0)
-		goto out;
+		goto fail;
 	c->owned = 0;
 	c->kept = 1;
 	*started = 1;
-	rc = 0;
-out:
+	rv = 0;
+fail:
 	flock(lockfd, LOCK_UN);
 	close(lockfd);
-	return rc;
+	return rv;
 }
 
 /* squall-layer's command line: --pid PID, and --renew DEV for each tmpfs the runtime

@@ -128,7 +128,7 @@ int sq_named_record_image(const char *runtime_dir, const char *runtime_name,
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	char *line = NULL;
 	ssize_t len;
-	int fd;
+	int fd, rv = 0;
 
 	record_path(path, sizeof(path), runtime_dir, runtime_name);
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
@@ -138,15 +138,13 @@ int sq_named_record_image(const char *runtime_dir, const char *runtime_name,
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || write(fd, line, (size_t)len) != len || close(fd) < 0 ||
 	    rename(tmp, path) < 0) {
-		sq_errf(err, errlen, "cannot record the image of container %s in %s: %s",
-			runtime_name, runtime_dir, strerror(errno));
+		rv = sq_errf(err, errlen, "cannot record the image of container %s in %s: %s",
+			     runtime_name, runtime_dir, strerror(errno));
 		if (fd >= 0)
 			unlink(tmp);
-		free(line);
-		return -1;
 	}
 	free(line);
-	return 0;
+	return rv;
 }
 
 /* The recorded image of runtime_name: 0 and *identity (17 bytes) + *text (heap), or -1. */
@@ -216,7 +214,7 @@ int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
 	char sub[1024];
 	char **names = NULL;
 	size_t count = 0;
-	int rc = -1;
+	int rv = -1;
 
 	*target = NULL;
 	if (warnlen > 0)
@@ -230,35 +228,35 @@ int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
 			sq_errf(err, errlen, "--container-name=%s:create: container %s already "
 				"exists: drop ':create' to reuse it, or remove it with 'enroot "
 				"remove -f %s'", name, runtime_name, runtime_name);
-			goto out;
+			goto fail;
 		}
 		if (compare_image(runtime_dir, runtime_name, name, strict, img->text, img->identity,
 				  warn, warnlen, err, errlen) < 0)
-			goto out;
+			goto fail;
 	} else if (img->identity == NULL) {
 		sq_errf(err, errlen, "--container-name=%s: no container %s on this node, and no "
 			"--container-image to create it from: add --container-image", name,
 			runtime_name);
-		goto out;
+		goto fail;
 	} else {
 		int made = img->load_uri != NULL
 			   ? sq_named_load(rt, runtime_name, img->load_uri, sub, sizeof(sub))
 			   : sq_named_create(rt, runtime_name, img->path, sub, sizeof(sub));
 		if (made < 0) {
 			sq_errf(err, errlen, "--container-name=%s: %s", name, sub);
-			goto out;
+			goto fail;
 		}
 		if (sq_named_record_image(runtime_dir, runtime_name, img->identity, img->text, sub,
 					  sizeof(sub)) < 0)
 			snprintf(warn, warnlen, "squall: warning: %s", sub);
 	}
 	if ((*target = strdup(runtime_name)) != NULL)
-		rc = 0;
+		rv = 0;
 	else
 		sq_errf(err, errlen, "out of memory");
-out:
+fail:
 	free_names(names, count);
-	return rc;
+	return rv;
 }
 
 void sq_named_exec_none(const char *name, char *err, size_t errlen)

@@ -128,29 +128,38 @@ static void reset_signals(void)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 }
 
+/* The child's capture files and /dev/null for its stdin: the descriptor of /dev/null, or
+ * -1 with err (nothing left open). */
+static int child_prepare(const char *path, struct sq_child *child, char *err, size_t errlen)
+{
+	int devnull;
+
+	child->pid = -1;
+	child->out_fd = capture_fd("squall-stdout");
+	child->err_fd = capture_fd("squall-stderr");
+	devnull = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
+	if (child->out_fd >= 0 && child->err_fd >= 0 && devnull >= 0)
+		return devnull;
+	sq_errf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
+	if (devnull >= 0)
+		close(devnull);
+	sq_child_close(child);
+	return -1;
+}
+
 int sq_spawn(const char *path, char *const argv[], char *const envp[],
 	     const struct sq_cred *cred, struct sq_child *child, char *err, size_t errlen)
 {
 	int devnull;
 	pid_t pid;
 
-	child->pid = -1;
-	child->out_fd = capture_fd("squall-stdout");
-	child->err_fd = capture_fd("squall-stderr");
-	devnull = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
-	if (child->out_fd < 0 || child->err_fd < 0 || devnull < 0) {
-		sq_errf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
-		if (devnull >= 0)
-			close(devnull);
-		sq_child_close(child);
+	devnull = child_prepare(path, child, err, errlen);
+	if (devnull < 0)
 		return -1;
-	}
 	pid = fork();
 	if (pid < 0) {
 		sq_errf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
-		close(devnull);
-		sq_child_close(child);
-		return -1;
+		goto fail;
 	}
 	if (pid == 0) {
 		/* dup2 clears close-on-exec on the new descriptors */
@@ -166,6 +175,10 @@ int sq_spawn(const char *path, char *const argv[], char *const envp[],
 	close(devnull);
 	child->pid = pid;
 	return 0;
+fail:
+	close(devnull);
+	sq_child_close(child);
+	return -1;
 }
 
 int sq_child_wait(struct sq_child *child, int *status)
@@ -185,23 +198,13 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 	int devnull, status;
 	pid_t pid, got;
 
-	child->pid = -1;
-	child->out_fd = capture_fd("squall-stdout");
-	child->err_fd = capture_fd("squall-stderr");
-	devnull = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
-	if (child->out_fd < 0 || child->err_fd < 0 || devnull < 0) {
-		sq_errf(err, errlen, "cannot prepare to run %s: %s", path, strerror(errno));
-		if (devnull >= 0)
-			close(devnull);
-		sq_child_close(child);
+	devnull = child_prepare(path, child, err, errlen);
+	if (devnull < 0)
 		return -1;
-	}
 	pid = fork();
 	if (pid < 0) {
 		sq_errf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
-		close(devnull);
-		sq_child_close(child);
-		return -1;
+		goto fail;
 	}
 	if (pid == 0) {
 		int fds[8];
@@ -230,6 +233,7 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 		child_fail("cannot execute", path);
 	}
 	close(devnull);
+	devnull = -1;
 	do {
 		got = waitpid(pid, &status, 0);
 	} while (got < 0 && errno == EINTR);
@@ -237,10 +241,14 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 		char why[64];
 		sq_status_text(status, why, sizeof(why));
 		sq_child_failure(child, "starting", why, err, errlen);
-		sq_child_close(child);
-		return -1;
+		goto fail;
 	}
 	return 0;
+fail:
+	if (devnull >= 0)
+		close(devnull);
+	sq_child_close(child);
+	return -1;
 }
 
 void sq_child_close(struct sq_child *child)

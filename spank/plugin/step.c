@@ -263,6 +263,7 @@ static int conf_efa(struct sq_step *s, char *const job_env[], char ***env_lines,
 	struct sq_efa_plan plan;
 	struct sq_efa_node node;
 	char err[1024], *user_set;
+	int rv = -1;
 
 	memset(&req, 0, sizeof(req));
 	req.mode = s->opt->efa != SQ_EFA_SETTING_UNSET ? s->opt->efa : s->cfg->efa;
@@ -271,8 +272,8 @@ static int conf_efa(struct sq_step *s, char *const job_env[], char ***env_lines,
 	req.user_set = user_set;
 	if (sq_efa_detect(&roots, &node, err, sizeof(err)) < 0 ||
 	    sq_efa_plan(&node, NULL, &req, &plan, err, sizeof(err)) < 0) {
-		free(user_set);
-		return sq_step_fail(s, err);
+		sq_step_fail(s, err);
+		goto fail;
 	}
 	sq_lines_append(env_lines, ne, plan.env);
 	sq_lines_append(mount_lines, nm, plan.fstab);
@@ -281,8 +282,10 @@ static int conf_efa(struct sq_step *s, char *const job_env[], char ***env_lines,
 	if (plan.active)
 		*hook_argv = sq_efa_hook_argv(SQ_LIBEXEC_DIR "/squall-efa-hook", &roots, &req);
 	sq_efa_plan_free(&plan);
+	rv = 0;
+fail:
 	free(user_set);
-	return 0;
+	return rv;
 }
 
 /* Fill the conf file's parts: --container-env values, EFA environment and hook, mounts,

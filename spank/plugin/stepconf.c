@@ -181,11 +181,9 @@ int sq_stepfile_write(const char *path, const char *text, char *err, size_t errl
 	int fd;
 
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		sq_errf(err, errlen, "cannot create the runtime's file %s: %s", path,
-			strerror(errno));
-		return -1;
-	}
+	if (fd < 0)
+		return sq_errf(err, errlen, "cannot create the runtime's file %s: %s", path,
+			       strerror(errno));
 	len = strlen(text);
 	while (off < len) {
 		ssize_t w = write(fd, text + off, len - off);
@@ -194,15 +192,14 @@ int sq_stepfile_write(const char *path, const char *text, char *err, size_t errl
 		if (w <= 0) {
 			sq_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 			close(fd);
-			unlink(path);
-			return -1;
+			goto fail;
 		}
 		off += (size_t)w;
 	}
-	if (close(fd) < 0) {
-		sq_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-		unlink(path);
-		return -1;
-	}
-	return 0;
+	if (close(fd) == 0)
+		return 0;
+	sq_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+fail:
+	unlink(path);
+	return -1;
 }
