@@ -22,6 +22,7 @@
 #include "efa.h"
 #include "efa_internal.h"
 #include "options.h"
+#include "strbuf.h"
 
 #define PROG "squall-efa-hook"
 
@@ -40,14 +41,14 @@ static int append(const char *var, const char *text, char *err, size_t errlen)
 	if (len == 0)
 		return 0;
 	if (!path || !*path) {
-		snprintf(err, errlen, "%s is not set: run " PROG " from Enroot's hooks, which "
-			 "set ENROOT_ROOTFS, ENROOT_ENVIRON and ENROOT_MOUNTS", var);
+		sq_errf(err, errlen, "%s is not set: run " PROG " from Enroot's hooks, which "
+			"set ENROOT_ROOTFS, ENROOT_ENVIRON and ENROOT_MOUNTS", var);
 		return -1;
 	}
 	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(err, errlen, PROG " cannot append to %s (%s): %s", var, path,
-			 strerror(errno));
+		sq_errf(err, errlen, PROG " cannot append to %s (%s): %s", var, path,
+			strerror(errno));
 		return -1;
 	}
 	while (done < len) {
@@ -56,8 +57,8 @@ static int append(const char *var, const char *text, char *err, size_t errlen)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			snprintf(err, errlen, PROG " could not write %s (%s): %s", var, path,
-				 strerror(errno));
+			sq_errf(err, errlen, PROG " could not write %s (%s): %s", var, path,
+				strerror(errno));
 			close(fd);
 			return -1;
 		}

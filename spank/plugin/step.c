@@ -100,8 +100,8 @@ static void make_cache_dir(struct sq_step *s)
 	if (s->cfg->local_cache_gb <= 0)
 		return;
 	if (mkdir(s->cfg->local_cache, 0755) < 0 && errno != EEXIST) {
-		snprintf(err, sizeof(err), "cannot create %s: %s", s->cfg->local_cache,
-			 strerror(errno));
+		sq_errf(err, sizeof(err), "cannot create %s: %s", s->cfg->local_cache,
+			strerror(errno));
 		goto off;
 	}
 	top = sq_dir_open_checked(AT_FDCWD, s->cfg->local_cache, -1, err, sizeof(err));
