@@ -14,9 +14,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # squall must be importable from this checkout (an editable install of another clone
-# would test that clone's code).
+# would test that clone's code); make test measures coverage with coverage.py >= 7.10
+# (patch = subprocess in pyproject.toml).
 if ! python3 -c 'import os, sys, squall._core, pytest, docker, ruff, mypy, build, hypothesis
-sys.exit(not squall._core.__file__.startswith(os.getcwd() + "/"))' 2>/dev/null; then
+import coverage
+sys.exit(not squall._core.__file__.startswith(os.getcwd() + "/")
+         or coverage.version_info < (7, 10))' 2>/dev/null; then
   echo "install-deps: pip install -e .[test]"
   python3 -m pip install -q -U "setuptools>=70" wheel
   python3 -m pip install -q --no-build-isolation -e ".[test]"
