@@ -80,7 +80,9 @@ static int parse_mode(const char *s, int *mode)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* The hook's options into roots and req. 0 ok; 1 refused (said on stderr). */
+static int parse_args(int argc, char **argv, struct sq_efa_roots *roots,
+		      struct sq_efa_request *req)
 {
 	static const struct option longopts[] = {
 		{ "mode", required_argument, NULL, 'm' },
@@ -91,27 +93,20 @@ int main(int argc, char **argv)
 		{ "nccl-debug", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct sq_efa_roots roots = { NULL, NULL, NULL };
-	struct sq_efa_request req = { SQ_EFA_SETTING_AUTO, NULL, NULL, NULL };
-	struct sq_efa_node node;
-	struct sq_efa_image image;
-	struct sq_efa_plan plan;
-	char err[1024], ld[4096];
-	const char *rootfs, *environ_file;
-	int c, rc = 0;
+	int c;
 
 	opterr = 0; /* one line of our own instead of getopt's */
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
-			if (parse_mode(optarg, &req.mode) != 0)
+			if (parse_mode(optarg, &req->mode) != 0)
 				return fail(PROG " --mode takes auto, require or off");
 			break;
-		case 's': roots.sysfs = optarg; break;
-		case 'd': roots.dev = optarg; break;
-		case 'o': roots.opt = optarg; break;
-		case 'u': req.user_set = optarg; break;
-		case 'n': req.nccl_debug = optarg; break;
+		case 's': roots->sysfs = optarg; break;
+		case 'd': roots->dev = optarg; break;
+		case 'o': roots->opt = optarg; break;
+		case 'u': req->user_set = optarg; break;
+		case 'n': req->nccl_debug = optarg; break;
 		default:
 			fprintf(stderr, "squall: " PROG ": bad option '%s': use [--mode "
 				"auto|require|off] [--sysfs-root DIR] [--dev-root DIR] [--opt-root DIR] "
@@ -121,6 +116,43 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc)
 		return fail(PROG " takes options only: remove the extra argument");
+	return 0;
+}
+
+/* What LD_LIBRARY_PATH would be without us, into ld: the environment built so far wins
+ * over the image's /etc/environment, as it will in the container. NULL when neither
+ * sets it. */
+static const char *ld_library_path(const char *rootfs, char *ld, size_t len)
+{
+	const char *environ_file = getenv("ENROOT_ENVIRON");
+	const char *found = NULL;
+	int rootfd;
+
+	if (environ_file && *environ_file &&
+	    sq_efa_env_file_get(AT_FDCWD, environ_file, "LD_LIBRARY_PATH", ld, len))
+		return ld;
+	rootfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd >= 0) {
+		if (sq_efa_env_file_get(rootfd, "etc/environment", "LD_LIBRARY_PATH", ld, len))
+			found = ld;
+		close(rootfd);
+	}
+	return found;
+}
+
+int main(int argc, char **argv)
+{
+	struct sq_efa_roots roots = { NULL, NULL, NULL };
+	struct sq_efa_request req = { SQ_EFA_SETTING_AUTO, NULL, NULL, NULL };
+	struct sq_efa_node node;
+	struct sq_efa_image image;
+	struct sq_efa_plan plan;
+	char err[1024], ld[4096];
+	const char *rootfs;
+	int rc = 0;
+
+	if (parse_args(argc, argv, &roots, &req) != 0)
+		return 1;
 	if (req.mode == SQ_EFA_SETTING_OFF)
 		return 0;
 
@@ -128,23 +160,7 @@ int main(int argc, char **argv)
 	if (sq_efa_detect(&roots, &node, err, sizeof(err)) != 0 ||
 	    sq_efa_image_scan(rootfs, &image, err, sizeof(err)) != 0)
 		return fail(err);
-
-	/* What LD_LIBRARY_PATH would be without us: the environment built so far wins
-	 * over the image's /etc/environment, as it will in the container. */
-	environ_file = getenv("ENROOT_ENVIRON");
-	if (environ_file && *environ_file &&
-	    sq_efa_env_file_get(AT_FDCWD, environ_file, "LD_LIBRARY_PATH", ld, sizeof(ld))) {
-		req.ld_library_path = ld;
-	} else {
-		int rootfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
-
-		if (rootfd >= 0) {
-			if (sq_efa_env_file_get(rootfd, "etc/environment", "LD_LIBRARY_PATH", ld,
-						sizeof(ld)))
-				req.ld_library_path = ld;
-			close(rootfd);
-		}
-	}
+	req.ld_library_path = ld_library_path(rootfs, ld, sizeof(ld));
 
 	if (sq_efa_plan(&node, &image, &req, &plan, err, sizeof(err)) != 0)
 		return fail(err);
