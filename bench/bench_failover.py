@@ -5,7 +5,7 @@ coupled program (sbatch/demo/allreduce.py: every step an all-reduce over TCP amo
 ranks, a checkpoint every 10 steps) on two nodes, in containers when the demo image
 exists:
 
-- requeue: today's recipe (no spares): Slurm notices the dead node (SlurmdTimeout=10 s
+- requeue: today's recipe (no spares): Slurm notices the dead node (SlurmdTimeout=15 s
   on the mini cluster, 300 s by default), requeues the job, which starts again from the
   newest complete checkpoint;
 - spare: `spares: 1`, `failover.detect_seconds: 10`: the job notices by itself and
@@ -135,7 +135,7 @@ def main() -> None:
         f"Mini cluster, {time.strftime('%Y-%m-%d')}; coupled program (all-reduce every step, "
         f"{args.sleep} s a step, checkpoint every {EVERY} steps) on 2 nodes; the node of "
         "rank 1 killed (its container) after the second complete checkpoint. SlurmdTimeout "
-        "is 10 s on the mini cluster (300 s by default: the requeue path is minutes there).",
+        "is 15 s on the mini cluster (300 s by default: the requeue path is minutes there).",
         "",
         "| path | seconds from the kill to every rank past its resume point | steps lost "
         "| resumed from | Slurm restarts |",
