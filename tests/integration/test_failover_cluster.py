@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .cluster import Cluster
+from .cluster import Cluster, ClusterError
 from .test_mksbatch_cluster import (  # noqa: F401
     DEMO_DIR,
     DEMO_IMAGE,
@@ -204,7 +204,14 @@ def test_a_second_failure_without_a_spare_requeues(cluster: Cluster, site: Site,
         wait_for(lambda: "no spare left: job" in job_log(site, job_id), 60,
                  "the requeue with no spare left")
     finally:
+        # A dead node comes back after Slurm has marked it DOWN, as a real one does. One
+        # back sooner still gets the requeue's queued kill for this job id, which then
+        # ends the requeued run there (Slurm's retry, not squall's; docs/failover.md).
         for v in killed:
+            try:
+                cluster.wait_node_state(v, {"DOWN"}, timeout=60)
+            except ClusterError:
+                pass
             cluster.start_node(v)
     info = cluster.wait_job(job_id, {"COMPLETED"}, timeout=400)
     assert int(info["Restarts"]) >= 1, info

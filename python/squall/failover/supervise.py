@@ -251,7 +251,7 @@ class Supervisor:
                 if plan is None or self.attempt + 1 > s.max_restarts:
                     why = ("no spare left" if plan is None else
                            f"failover.max_restarts={s.max_restarts} reached")
-                    return self.requeue(why)
+                    return self.requeue(why, ended.lost, time.time() - ended.silent - 1)
                 self.plan = plan
                 self.attempt += 1
                 say(f"relaunching on {','.join(plan.active)} "
@@ -263,6 +263,25 @@ class Supervisor:
             self.kill_steps("squall-heartbeat")
             self.kill_steps("squall-warm", wait=True)
 
+    def wait_down(self, lost: tuple[str, ...], since: float) -> None:
+        """Wait until Slurm has given up on each lost node (DOWN) or its slurmd came back.
+
+        A requeue kills the job on every node; slurmctld queues that kill for a node it
+        has not yet marked DOWN and delivers it when the node answers again, by job id:
+        the requeued run, on that node by then, was killed (seen on the mini cluster)."""
+        if not lost:
+            return
+        limit = time.monotonic() + slurm_seconds("SlurmdTimeout", 300) + \
+            2 * slurm_seconds("MessageTimeout", 10) + 10
+        say(f"waiting for Slurm to set {','.join(lost)} DOWN before the requeue")
+        pending = set(lost)
+        while pending and time.monotonic() < limit:
+            pending = {n for n in pending if not node_settled(n, since)}
+            if pending:
+                time.sleep(1)
+        if pending:
+            say(f"Slurm still counts {','.join(sorted(pending))} as up: requeueing anyway")
+
     def drain(self, node: str, why: str) -> None:
         proc = subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain",
                                f"reason=squall job {self.job}: {why}"[:200]],
@@ -270,7 +289,8 @@ class Supervisor:
         say(f"node {node} drained" if proc.returncode == 0 else
             f"node {node} left in its state (draining it needs an admin): {why}")
 
-    def requeue(self, why: str) -> int:
+    def requeue(self, why: str, lost: tuple[str, ...] = (), lost_at: float = 0.0) -> int:
+        self.wait_down(lost, lost_at)
         proc = subprocess.run(["scontrol", "requeue", self.job], capture_output=True,
                               text=True, check=False)
         if proc.returncode != 0:
@@ -279,6 +299,32 @@ class Supervisor:
             return 1
         say(f"{why}: job {self.job} requeued")
         return 0
+
+
+def slurm_seconds(name: str, default: int) -> int:
+    """A duration from ``scontrol show config`` ("SlurmdTimeout = 300 sec")."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                         check=False).stdout
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        words = value.split()
+        if key.strip() == name and words and words[0].isdigit():
+            return int(words[0])
+    return default
+
+
+def node_settled(node: str, since: float) -> bool:
+    """Slurm has set ``node`` DOWN, or its slurmd started after ``since`` (epoch s)."""
+    out = subprocess.run(["scontrol", "show", "node", "--oneliner", node],
+                         capture_output=True, text=True, check=False).stdout
+    fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
+    if "DOWN" in fields.get("State", ""):
+        return True
+    started = fields.get("SlurmdStartTime", "")
+    try:
+        return time.mktime(time.strptime(started, "%Y-%m-%dT%H:%M:%S")) > since
+    except ValueError:
+        return False
 
 
 def main(spec_text: str) -> int:
