@@ -246,7 +246,7 @@ def test_program_failure_is_passed_on_without_requeue(tmp_path: Path) -> None:
     proc = run_script(tmp_path, script_for(tmp_path, SIMPLE.format(ckdir=tmp_path)),
                       STUB_STEP_RC="7")
     assert proc.returncode == 7
-    assert not [c for c in calls(tmp_path) if c["cmd"] == "scontrol"]
+    assert not [c for c in slurm_calls(tmp_path) if c["cmd"] == "scontrol"]
 
 
 def _run_and_signal(tmp_path: Path, script: str, **env: str) -> tuple[int, str, str]:
@@ -270,7 +270,7 @@ def test_time_limit_signal_is_forwarded_then_the_job_requeues(tmp_path: Path) ->
     script = script_for(tmp_path, SIMPLE.format(ckdir=tmp_path))
     rc, out, err = _run_and_signal(tmp_path, script)
     assert rc == 0, err
-    sequence = [(c["cmd"], c["argv"]) for c in calls(tmp_path)]
+    sequence = [(c["cmd"], c["argv"]) for c in slurm_calls(tmp_path)]
     assert sequence[1:] == [("scancel", ["--signal=USR1", "4242"]),
                             ("scontrol", ["requeue", "4242"])]
     assert "program stopped for the time limit (status 138): requeueing job 4242" in out
@@ -290,7 +290,26 @@ def test_signal_at_the_restart_cap_does_not_requeue(tmp_path: Path) -> None:
     rc, out, err = _run_and_signal(tmp_path, script, SLURM_RESTART_COUNT="2")
     assert rc == 138
     assert "requeue.max_restarts=2 is reached: not requeueing" in err
-    assert not [c for c in calls(tmp_path) if c["cmd"] == "scontrol"]
+    assert not [c for c in slurm_calls(tmp_path) if c["cmd"] == "scontrol"]
+
+
+def slurm_calls(tmp_path: Path) -> list[dict]:
+    """The recorded calls, less the plain launcher's lookup of rank 0's node."""
+    return [c for c in calls(tmp_path) if c["argv"][:2] != ["show", "hostnames"]]
+
+
+def test_srun_launcher_exports_rank_0s_address(tmp_path: Path) -> None:
+    recipe = SIMPLE.format(ckdir=tmp_path)
+    proc = run_script(tmp_path, script_for(tmp_path, recipe),
+                      STUB_ENV_NAMES="MASTER_ADDR MASTER_PORT")
+    assert proc.returncode == 0, proc.stderr
+    [step] = [c for c in calls(tmp_path) if c["cmd"] == "srun"]
+    assert step["env"] == {"MASTER_ADDR": "node7", "MASTER_PORT": "29742"}, step
+    proc = run_script(tmp_path, script_for(tmp_path, recipe),
+                      STUB_ENV_NAMES="MASTER_ADDR MASTER_PORT", MASTER_ADDR="head",
+                      MASTER_PORT="1234")
+    step = [c for c in calls(tmp_path) if c["cmd"] == "srun"][-1]
+    assert step["env"] == {"MASTER_ADDR": "head", "MASTER_PORT": "1234"}, step
 
 
 def test_torchrun_rendezvous_on_first_node_with_port_from_job_id(tmp_path: Path) -> None:

@@ -142,6 +142,8 @@ def _failover_spec(r: Recipe) -> str:
 def _launch(t: Template, r: Recipe) -> list[str]:
     if r.failover is not None:
         return t.fill("launch-failover", {"failover_spec": q(_failover_spec(r))})
+    if r.launcher == "srun":
+        return t.fill("launch-srun", {"port_base": str(r.rdzv_port_base)})
     return [] if r.launcher == "mpirun" else t.fill(f"launch-{r.launcher}")
 
 
