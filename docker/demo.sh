@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: the field report's story on the mini cluster. Build an image with sqshbuild,
-# write the job with mksbatch, run it on two nodes in containers, kill a node, watch the job
-# requeue and resume from its last complete checkpoint, and check the final state.
+# write the job with mksbatch, run it on two nodes in containers with one hot spare (every
+# step an all-reduce between the ranks, as in training), kill a node, watch the job notice
+# by itself and go on on the spare from its last complete checkpoint, and check the final
+# state; print the seconds from the kill to training again and the steps lost.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -25,9 +27,9 @@ install -d -o 1000 -g 1000 "$fsx/images" "$fsx/demo"
 sqshbuild build --cache-dir "$fsx/squall/images" -o "$fsx/images/demo.sqsh" "dockerd://$name-demo:$release"
 sqshbuild inspect "$fsx/images/demo.sqsh"
 
-say "3/6 mksbatch: the recipe -> an sbatch script (gang allocation, requeue, resume)"
+say "3/6 mksbatch: the recipe -> an sbatch script (gang allocation with a hot spare, failover, resume)"
 rm -rf "$fsx/demo/ckpt" "$fsx/demo/logs" "$fsx/demo/final.json" "$fsx/demo/steps.log"
-cp sbatch/demo/demo.yaml sbatch/demo/count.py "$fsx/demo/"
+cp sbatch/demo/demo.yaml sbatch/demo/allreduce.py "$fsx/demo/"
 chown -R 1000:1000 "$fsx/demo" "$fsx/images"
 login "mksbatch /fsx/demo/demo.yaml -o /fsx/demo/job.sbatch && grep '^#SBATCH' /fsx/demo/job.sbatch"
 
@@ -40,41 +42,55 @@ until [ -s "$fsx/demo/steps.log" ] && [ "$(wc -l <"$fsx/demo/steps.log")" -ge 25
   [ $SECONDS -lt $deadline ] || fail "job $jobid made no progress in 120 s (state $(job_field JobState)); see $fsx/demo/logs"
   sleep 1
 done
-nodes=$(docker exec "$name-login" scontrol show hostnames "$(job_field NodeList)" | tr '\n' ' ')
-echo "running on: $nodes; steps done so far: $(wc -l <"$fsx/demo/steps.log")"
+plan=$(grep -h -o 'failover: running on [^;]*; spares: [^;]*' "$fsx"/demo/logs/*.out | head -n1)
+[ -n "$plan" ] || fail "the job log shows no failover plan; see $fsx/demo/logs"
+active=$(sed -E 's/.*running on ([^;]*);.*/\1/' <<<"$plan")
+echo "$plan; steps done so far: $(wc -l <"$fsx/demo/steps.log")"
 echo "complete checkpoints: $(cd "$fsx/demo/ckpt" && echo ckpt-*)"
 
-victim=$(awk '{print $2}' <<<"$nodes")
-say "5/6 kill node $victim (the whole node container: slurmd, slurmstepd and the tasks)"
+victim=${active#*,}
+say "5/6 kill node $victim, rank 1's (the whole node container: slurmd, slurmstepd and the tasks)"
+executed=$(wc -l <"$fsx/demo/steps.log")
+killed_at=$(date +%s.%N)
 docker kill "$name-$victim" >/dev/null
-echo "killed $victim at step $(tail -n1 "$fsx/demo/steps.log" | awk '{print $2}')"
-last_state=""
+echo "killed $victim at step $(tail -n1 "$fsx/demo/steps.log" | awk '{print $2}'); rank 0 now waits in its all-reduce"
+deadline=$((SECONDS + 120))
+until grep -q 'failover: attempt 1 on' "$fsx"/demo/logs/*.out; do
+  [ $SECONDS -lt $deadline ] || fail "no relaunch within 120 s after the kill; see $fsx/demo/logs"
+  sleep 0.2
+done
+resume=$(grep -h -o 'attempt 1 on [^ ]* from [^ ]*' "$fsx"/demo/logs/*.out | sed -E 's/.*ckpt-0*([0-9]+)$/\1/')
+until tail -n +"$((executed + 1))" "$fsx/demo/steps.log" | awk '{print $2}' | grep -qx "$resume"; do
+  [ $SECONDS -lt $deadline ] || fail "no step past the resume point within 120 s after the kill"
+  sleep 0.2
+done
+back=$(python3 -c 'import sys, time; print(time.time() - float(sys.argv[1]))' "$killed_at")
+printf 'every rank past its resume point (step %s) %.1f s after the kill\n' "$resume" "$back"
 deadline=$((SECONDS + 300))
+last_state=""
 while :; do
-  state="$(job_field JobState) restarts=$(job_field Restarts) nodes=$(job_field NodeList)"
+  state="$(job_field JobState) restarts=$(job_field Restarts)"
   [ "$state" = "$last_state" ] || { echo "$(date +%T) job $jobid: $state"; last_state=$state; }
   case "$state" in COMPLETED*) break ;; FAILED*|CANCELLED*|TIMEOUT*) fail "job ended $state" ;; esac
   [ $SECONDS -lt $deadline ] || fail "job $jobid did not complete within 300 s after the kill"
   sleep 1
 done
 
-say "6/6 resumed from the last complete checkpoint, same final state as an uninterrupted run"
-grep -h -E 'squall: (job|resuming|no complete)|count.py' "$fsx"/demo/logs/*.out || true
-python3 - "$fsx/demo/final.json" "$fsx/demo/steps.log" <<'PY'
+say "6/6 went on on the spare from the last complete checkpoint, same final state as an uninterrupted run"
+grep -h -E 'squall: (job|resuming|no complete|failover)|allreduce.py' "$fsx"/demo/logs/*.out || true
+python3 - "$fsx/demo/final.json" "$fsx/demo/steps.log" "$back" "$(job_field Restarts)" <<'PY'
 import json, sys
 final = json.load(open(sys.argv[1]))
 expected = list(range(120))
-ok = final["steps"] == expected and final["sum"] == sum(expected)
-runs = {}
-for line in open(sys.argv[2]):
-    restart, step = line.split()
-    runs.setdefault(restart, []).append(int(step))
-for restart, steps in sorted(runs.items()):
-    print(f"run {restart}: steps {steps[0]}..{steps[-1]}")
-redone = len(runs.get("0", [])) + len(runs.get("1", [])) - 120
-print(f"final state: {final['count']} steps, sum {final['sum']} -> "
-      f"{'identical to an uninterrupted run' if ok else 'WRONG'}; steps redone after the kill: {redone}")
-sys.exit(0 if ok else 1)
+# every step's all-reduce: rank 0 gives the step, rank 1 twice the step
+ok = final["steps"] == expected and final["allreduced"] == [3 * k for k in expected]
+executed = [int(line.split()[1]) for line in open(sys.argv[2])]
+lost = len(executed) - len(expected)
+print(f"final state: {final['count']} steps, all-reduced total {final['total']} -> "
+      f"{'identical to an uninterrupted run' if ok else 'WRONG'}")
+print(f"seconds from the kill to every rank training again: {float(sys.argv[3]):.1f}; "
+      f"steps lost (done again after the kill): {lost}; Slurm requeues: {sys.argv[4]}")
+sys.exit(0 if ok and sys.argv[4] == "0" else 1)
 PY
 docker start "$name-$victim" >/dev/null
 echo "restarted $victim; it rejoins the cluster by itself (ReturnToService=2)"
