@@ -48,20 +48,6 @@ from squall.sqshbuild.unpack import DirSink, Layer, merge_layers  # noqa: E402
 
 REGISTRY_BIN = "/usr/bin/docker-registry"
 COLD = "sqshbuild stream, cold layer cache"
-NO_GROWING = f"{COLD}, merge after each download (growing.py off)"
-# sqshbuild with every layer merged only once its download is over: the merge's
-# LayerStream replaced by one that never offers the file being written.
-NO_GROWING_CODE = """
-import squall.sqshbuild.build as build
-class NoStream:
-    def __init__(self, name): pass
-    def begin(self, path): pass
-    def end(self, error=None): pass
-    def open(self): return None
-build.LayerStream = NoStream
-from squall.sqshbuild.cli import main
-main()
-"""
 
 
 def free_port() -> int:
@@ -216,12 +202,9 @@ def main() -> None:
     ap.add_argument("--against", type=Path, default=None,
                     help="another checkout (its C core built): its cold stream build is "
                          "measured too, interleaved, for a before/after in one run")
-    ap.add_argument("--without-growing", action="store_true",
-                    help="also measure the cold stream build with the merge reading each "
-                         "layer only once downloaded (growing.py off), interleaved")
     ap.add_argument("--only-cold", action="store_true",
-                    help="only the floor and the cold stream builds (with --against, "
-                         "--without-growing): no warm, unpack, zlib, compat or size cases")
+                    help="only the floor and the cold stream builds (and --against's): no "
+                         "warm, unpack, zlib, compat or size cases")
     args = ap.parse_args()
     if not os.path.exists(REGISTRY_BIN):
         raise SystemExit("docker-registry is not installed: apt install docker-registry")
@@ -295,11 +278,6 @@ def main() -> None:
                 shutil.rmtree(other, ignore_errors=True)
                 measure(f"{COLD}, code of {args.against.name}", build("stream", other),
                         dict(env, PYTHONPATH=str(args.against.resolve() / "python")))
-                shutil.rmtree(other)
-            if args.without_growing:
-                shutil.rmtree(other, ignore_errors=True)
-                argv = build("stream", other)
-                measure(NO_GROWING, [sys.executable, "-c", NO_GROWING_CODE, *argv[3:]], env)
                 shutil.rmtree(other)
 
         # Interleaved repeats of the cases the target is about, so that load from other
@@ -393,15 +371,6 @@ def main() -> None:
               "the floor) even with every step overlapped: it downloads, verifies and "
               "inflates the layers on the same cores that squash them, and the floor does "
               "none of that."]
-    if args.without_growing:
-        # Repeat by repeat (the two ran back to back, each first in every other repeat):
-        # the load of other work on the machine hits a pair alike more than two medians.
-        pairs = [b / a for a, b in zip(runs[COLD], runs[NO_GROWING], strict=True)]
-        lines += ["", "growing.py's gain on the cold stream build: without it / with it = "
-                  f"{results[NO_GROWING] / results[COLD]:.2f} (medians), "
-                  f"{statistics.median(pairs):.2f} (median of the {len(pairs)} repeats' "
-                  f"ratios: {', '.join(f'{x:.2f}' for x in pairs)}); faster with it in "
-                  f"{sum(x > 1 for x in pairs)} of {len(pairs)} repeats."]
     lines += ["", f"Where the cold stream build's time goes (`--json` timings, medians of "
               f"{args.repeat}; seconds since the build started, after Python's start):", "",
               "| phase | seconds |", "|---|---|"]

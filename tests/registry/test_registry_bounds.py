@@ -43,8 +43,7 @@ class BoundsProxy(FaultProxy):
     * ``("chunked", n)``: 200 with ``n`` zeros, chunked (no length), and no last chunk;
     * ``("redirect", location, n)``: a 302 to ``location`` with ``n`` bytes of body.
 
-    Zeros, not faults.py's spaces: a merge reading the layer while it downloads takes them
-    for the end of a tar and waits for the download's own end."""
+    Zeros: what the bytes are does not matter, no layer is read before its digest matched."""
 
     custom: list[Rule] = field(default_factory=list)
     sent: Counter[str] = field(default_factory=Counter)

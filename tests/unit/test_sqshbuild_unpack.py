@@ -6,14 +6,11 @@ import io
 import os
 import stat
 import tarfile
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from squall.errors import SquallError
-from squall.sqshbuild.growing import LayerStream
 from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
 
 
@@ -43,50 +40,22 @@ def tar_layer(*entries) -> bytes:
 
 
 _LAYER_DIR: list[Path] = []  # set by the fixture below: layers are files there
-_GROWING: list[bool] = []  # set by the fixture: files still being written while merged
 
 
-@pytest.fixture(autouse=True, params=["stream", "file", "growing"])
+@pytest.fixture(autouse=True, params=["stream", "file"])
 def layer_kind(request, tmp_path_factory):
-    """Every test runs on layers read as streams (archives: tarfile), as files (the layer
-    cache: tarhead's reader and sendfile) and as files a download is still writing
-    (growing.py: the merge waits for each byte it reads)."""
+    """Every test runs on layers read as streams (archives: tarfile) and as files (the layer
+    cache: tarhead's reader and sendfile)."""
     _LAYER_DIR[:] = [tmp_path_factory.mktemp("layers")] if request.param != "stream" else []
-    _GROWING[:] = [True] if request.param == "growing" else []
     yield request.param
     _LAYER_DIR.clear()
-    _GROWING.clear()
 
 
 def layers(*tars: bytes) -> list[Layer]:
     if _LAYER_DIR:
         where = _LAYER_DIR[0] / f"set{len(list(_LAYER_DIR[0].iterdir()))}"
-        if _GROWING:
-            return growing_layers(where, *tars)
         return file_layers(where, *tars)
     return [Layer(f"sha256:{i:064d}", (lambda t=t: io.BytesIO(t))) for i, t in enumerate(tars)]
-
-
-def growing_layers(tmp_path: Path, *tars: bytes, chunk: int = 700) -> list[Layer]:
-    """Layers whose files a thread writes ``chunk`` bytes at a time (as a download's
-    inflater does), while the merge reads them."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    out = []
-    for i, t in enumerate(tars):
-        p = tmp_path / f"layer{i}.tar"
-        stream = LayerStream(f"sha256:{i:064d}")
-
-        def write(p: Path = p, t: bytes = t, stream: LayerStream = stream) -> None:
-            with open(p, "wb", buffering=0) as f:
-                stream.begin(p)
-                for off in range(0, len(t), chunk):
-                    f.write(t[off:off + chunk])
-                    time.sleep(0.0002)
-            stream.end()
-
-        threading.Thread(target=write, daemon=True).start()
-        out.append(Layer(f"sha256:{i:064d}", resolve=lambda p=p: p, stream=stream))
-    return out
 
 
 def merged_tar(ls: list[Layer], **kw) -> dict[str, tarfile.TarInfo]:

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from squall.sqshbuild.cache import (
     user_cache_dir,
     work_dir_prefix,
 )
-from squall.sqshbuild.growing import LayerStream, StreamRestart
 from squall.sqshbuild.layers import LayerCache
 from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
@@ -279,15 +278,14 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
             "layers": [d.digest for d in manifest.layers],
             "platform": manifest.platform or _platform_of(config, platform),
         }
-        # The merge starts on the top layer while the lower ones are still downloading.
+        # The merge starts on the top layer once it is downloaded, while the lower ones
+        # still are.
         pool = ThreadPoolExecutor(max_workers=opts.jobs or default_jobs())
         built = False
         opts.mark("resolved")
         try:
-            # The merge reads each layer while it downloads (see growing.py).
-            streams = {d.digest: LayerStream(d.digest) for d in manifest.layers}
             futures = layers_cache.submit_all(pool, client, manifest.layers,
-                                              rep.download_advance, streams)
+                                              rep.download_advance)
 
             def layer_ready(_f: object) -> None:
                 opts.mark("first_layer_ready")
@@ -296,7 +294,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
 
             for f in futures:
                 f.add_done_callback(layer_ready)
-            layers = [Layer(d.digest, resolve=f.result, stream=streams[d.digest])
+            layers = [Layer(d.digest, resolve=f.result)
                       for d, f in zip(manifest.layers, futures, strict=True)]
             result = _squash_and_publish(cache, digest, config, layers, sidecar, opts)
             built = True
@@ -391,19 +389,7 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
     opts.reporter.squash_start(len(layers))
     try:
         with EarlyWriteback(tmp):  # the publish fsync then waits for the last blocks only
-            try:
-                _squash(pipeline, layers, files, probe, tmp, opts)
-            except StreamRestart as exc:
-                # A layer read while downloading was downloaded again from its first byte
-                # (a registry that could not resume, another mirror): what was squashed may
-                # hold unverified bytes; start over from the verified layers.
-                log.warning("note: layer %s was downloaded again (a registry that could not "
-                            "resume, or a mirror that served other bytes): squashing again "
-                            "from the verified layers", exc)
-                probe = VersionProbe()
-                opts.reporter.squash_start(len(layers))
-                _squash(pipeline, [replace(x, stream=None) for x in layers],
-                        files, probe, tmp, opts)
+            _squash(pipeline, layers, files, probe, tmp, opts)
         opts.mark("squash_done")
         sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        versions=dict(sorted(probe.found.items())),

@@ -10,13 +10,12 @@ A download in progress is ``<hex>.partial``, guarded by a :class:`SharedLock`
 (``<hex>.lock``) so two builders never write the same file. An interrupted download (error,
 SIGKILL) leaves the partial file; the next build hashes what is there and asks the
 registry for the rest with ``Range: bytes=N-``. Within a build, a connection cut mid-layer
-goes on the same way into the same layer tar (:class:`_LayerTar`), so a merge reading it
-while it downloads goes on too. The bytes are hashed and decompressed
-(:mod:`squall.sqshbuild.inflate`) into ``<hex>.tar.tmp`` as they arrive; only when the
-digest matches is that renamed to ``<hex>.tar`` (and the partial blob deleted); the fsync
-follows in the background and ends with an ``<hex>.ok`` marker, so a build never waits on
-the disk for a layer it reads from the page cache, and a crash cannot leave a torn layer
-that looks cached.
+goes on the same way into the same layer tar (:class:`_LayerTar`). The bytes are hashed
+and decompressed (:mod:`squall.sqshbuild.inflate`) into ``<hex>.tar.tmp`` as they
+arrive; only when the digest matches is that renamed to ``<hex>.tar`` (and the partial
+blob deleted); the fsync follows in the background and ends with an ``<hex>.ok`` marker,
+so a build never waits on the disk for a layer it reads from the page cache, and a crash
+cannot leave a torn layer that looks cached.
 A blob whose digest does not match is deleted and nothing is published.
 """
 
@@ -42,7 +41,6 @@ from squall.errors import SquallError
 from squall.log import log
 from squall.sqshbuild import safefs
 from squall.sqshbuild.cache import fsync_dir, sub_dir_mode, work_dir_prefix
-from squall.sqshbuild.growing import LayerStream
 from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
@@ -151,28 +149,14 @@ class LayerCache:
                 self._private = None
 
     def fetch(self, client: RegistryClient, desc: Descriptor,
-              progress: Progress | None = None, stream: LayerStream | None = None) -> Path:
+              progress: Progress | None = None) -> Path:
         """The cached layer tar for ``desc``, downloading it if needed (waits for another
         process that is downloading the same blob).
 
         The tar is usable as soon as it is renamed into place; its fsync runs in the
         background (see :meth:`wait_durable`) and ends with the ``.ok`` marker, and the
         layer's lock is held until then. A ``.tar`` without ``.ok`` is a crashed build's
-        leftover that may not have reached the disk: it is fetched again.
-
-        ``stream`` lets a merge read the tar while this writes it (:mod:`.growing`)."""
-        try:
-            path = self._fetch(client, desc, progress, stream)
-        except BaseException as exc:
-            if stream is not None:
-                stream.end(exc)
-            raise
-        if stream is not None:
-            stream.end()
-        return path
-
-    def _fetch(self, client: RegistryClient, desc: Descriptor, progress: Progress | None,
-               stream: LayerStream | None) -> Path:
+        leftover that may not have reached the disk: it is fetched again."""
         final = self.path(desc.digest)
         ok = self.ok_path(desc.digest)
         if self.has(desc.digest):
@@ -196,12 +180,12 @@ class LayerCache:
                 self._note(f"note: layer {desc.digest[:19]} is downloaded for this build only: "
                            f"{taken}")
                 where = self.private_dir()
-                self._download(client, desc, where / final.name, progress, stream)
+                self._download(client, desc, where / final.name, progress)
                 return where / final.name
             safefs.unlink_own(ok)
             if safefs.lstat(final) is not None and not safefs.unlink_own(final):
                 final.unlink()  # root: a trusted owner's crashed layer (_taken checked it)
-            self._download(client, desc, final, progress, stream)
+            self._download(client, desc, final, progress)
             self._syncs.append(self._sync_pool.submit(self._make_durable, final, ok, lock))
             handed = True
             return final
@@ -232,9 +216,9 @@ class LayerCache:
             f.result()
 
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
-                  progress: Progress | None, stream: LayerStream | None) -> None:
+                  progress: Progress | None) -> None:
         partial = final.with_name(f"{_hex(desc.digest)}.partial")
-        tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, stream, progress)
+        tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, progress)
         delay = 0.5
         mismatches = 0
         try:
@@ -368,15 +352,13 @@ class LayerCache:
         return paths
 
     def submit_all(self, pool: ThreadPoolExecutor, client: RegistryClient,
-                   descs: list[Descriptor], progress: Progress | None = None,
-                   streams: dict[str, LayerStream] | None = None) -> list[Future[Path]]:
-        """Start every download; the top layer first, since the merge reads it first.
-        ``streams`` (digest -> stream) lets the merge read layers as they download."""
+                   descs: list[Descriptor], progress: Progress | None = None
+                   ) -> list[Future[Path]]:
+        """Start every download; the top layer first, since the merge reads it first."""
         futures: dict[Descriptor, Future[Path]] = {}
         for d in reversed(descs):
             if d not in futures:
-                futures[d] = pool.submit(self.fetch, client, d, progress,
-                                         (streams or {}).get(d.digest))
+                futures[d] = pool.submit(self.fetch, client, d, progress)
         return [futures[d] for d in descs]
 
 
@@ -386,11 +368,9 @@ class _LayerTar:
     with ``Range`` goes on writing the same file; :meth:`reset` drops it when the bytes must
     be taken from the start again (a mismatch, a registry that cannot resume)."""
 
-    def __init__(self, tmp: Path, digest: str, stream: LayerStream | None,
-                 progress: Progress | None) -> None:
+    def __init__(self, tmp: Path, digest: str, progress: Progress | None) -> None:
         self.tmp = tmp
         self.digest = digest
-        self.stream = stream
         self.progress = progress
         self.reported = 0  # bytes given to progress, kept across restarts: none counted twice
         self.have = 0
@@ -411,8 +391,6 @@ class _LayerTar:
         # were never handed to this tar (LayerCache._taken)
         safefs.unlink_own(self.tmp)
         self.out = os.fdopen(safefs.create(self.tmp, 0o644), "wb")
-        if self.stream is not None:
-            self.stream.begin(self.tmp)
 
     def feed(self, chunk: bytes) -> None:
         assert self.out is not None

@@ -111,11 +111,7 @@ class Reader:
         self._f = f
         self._fd = f.fileno()
         self._tar: tarfile.TarFile | None = None
-        # A layer still being downloaded (growing.GrowingFile): its pread waits for the
-        # bytes, and a file member is handed out only once its data is in the file.
-        self._wait: Callable[[int], None] | None = getattr(f, "wait_for", None)
-        self._pread: Callable[[int, int], bytes] = (
-            getattr(f, "pread", None) or functools.partial(os.pread, self._fd))
+        self._pread: Callable[[int, int], bytes] = functools.partial(os.pread, self._fd)
         self._first = parse(self._pread(BLOCK, 0))
         if self._first is None:  # not plain, or not a tar at all: tarfile says which
             f.seek(0)
@@ -162,8 +158,6 @@ class Reader:
                     return
                 assert self._tar is not None
                 offset = self._tar.offset
-            if self._wait is not None and info.isfile():
-                self._wait(info.offset_data + info.size)
             yield info
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from squall.errors import SquallError
-from squall.sqshbuild.growing import LayerStream
 
 WHITEOUT_PREFIX = ".wh."
 OPAQUE_MARKER = ".wh..wh..opq"
@@ -28,8 +27,6 @@ class Layer:
     open: Callable[[], BinaryIO] | None = None
     path: Path | None = None
     resolve: Callable[[], Path] | None = None  # blocks until the file is there (downloads)
-    # The download in progress, read while it writes the file (else ``resolve`` waits)
-    stream: LayerStream | None = None
 
 
 Span = tuple[int, int]  # (fd of an uncompressed layer file, offset of the member's data)

@@ -9,7 +9,6 @@ import tarfile
 from typing import BinaryIO, cast
 
 from squall.errors import SquallError
-from squall.sqshbuild.growing import GrowingFile
 from squall.sqshbuild.unpack.entries import (
     OPAQUE_MARKER,
     WHITEOUT_PREFIX,
@@ -107,12 +106,8 @@ class LayerMerge:
         try:
             for info in members:
                 self._member(info)
-            if isinstance(stream, GrowingFile):
-                stream.verified()  # read while downloading: the digest must match first
             settle(self.links, self.own_from, self.layer, self.seen)
         except tarfile.TarError as exc:
-            if isinstance(stream, GrowingFile):
-                stream.verified()  # a download that failed says so, rather than "corrupt"
             raise SquallError(f"layer {self.digest} is truncated or corrupt ({exc}): "
                               "delete it from the layer cache and build again") from None
         finally:

@@ -1,11 +1,11 @@
 """Open a layer's tar for the merge: a file of the layer cache (members read at known
-offsets, data copied in the kernel), a file a download is still writing, or a stream."""
+offsets, data copied in the kernel) or a stream."""
 
 from __future__ import annotations
 
 import tarfile
 from collections.abc import Iterable
-from typing import BinaryIO, cast
+from typing import BinaryIO
 
 from squall.errors import SquallError
 from squall.sqshbuild import tarhead
@@ -16,15 +16,11 @@ Opened = tuple[BinaryIO, Iterable[tarfile.TarInfo], tarfile.TarFile | None]
 
 def open_layer(layer: Layer) -> Opened:
     """The layer's stream, its members, and the TarFile when members come from a stream."""
-    # a layer still downloading is read as the file it will be (growing.py)
-    growing = layer.stream.open() if layer.path is None and layer.stream is not None else None
-    if growing is None and layer.path is None and layer.resolve is not None:
-        layer.path = layer.resolve()
-    if growing is not None:
-        stream = cast(BinaryIO, growing)
-    elif layer.path is not None:
+    if layer.path is None and layer.resolve is not None:
+        layer.path = layer.resolve()  # a download: waits until the layer is verified
+    if layer.path is not None:
         try:
-            stream = open(layer.path, "rb")
+            stream: BinaryIO = open(layer.path, "rb")
         except OSError as exc:
             raise SquallError(f"cannot read layer {layer.digest} at {layer.path}: "
                               f"{exc.strerror}") from None
@@ -33,7 +29,7 @@ def open_layer(layer: Layer) -> Opened:
     else:
         raise SquallError(f"layer {layer.digest} has no data")
     try:
-        if growing is not None or layer.path is not None:
+        if layer.path is not None:
             return stream, tarhead.Reader(stream), None
         tar = tarfile.open(fileobj=stream, mode="r|", bufsize=COPY_CHUNK)
         return stream, tar, tar
