@@ -122,3 +122,33 @@ def test_watch_shows_each_failover_line_once(tmp_path):
         f.write("at for 10.2 s\nsomething else\nsquall: failover: relaunching on n3,n1\n")
     assert lines.new() == ["node n2 lost: no heartbeat for 10.2 s", "relaunching on n3,n1"]
     assert lines.new() == [] and FailoverLines(None).new() == []
+
+
+def test_elastic_goes_on_with_fewer_nodes_down_to_min_nodes():
+    plan = Plan(("n1", "n2", "n3"), ("n4",))
+    assert plan.replace({"n2", "n3"}) is None  # one spare for two lost nodes
+    fewer = plan.shrink({"n2", "n3"}, min_nodes=2)
+    assert fewer is not None and fewer.active == ("n1", "n4") and fewer.spares == ()
+    assert plan.shrink({"n1", "n2", "n3"}, min_nodes=2) is None  # only n4 is left
+    assert fewer.shrink({"n1"}, min_nodes=1) == Plan(("n4",), (), ("n1", "n2", "n3"))
+
+
+def test_ft_launcher_is_torchrun_shaped_in_the_script_and_the_supervisor(tmp_path):
+    from squall.failover.supervise import Supervisor
+
+    r = recipe_from_dict({**BASE, "launcher": "ft_launcher", "gpus_per_node": 4})
+    script = render(r)
+    assert "#SBATCH --ntasks-per-node=1" in script
+    assert '"${container_args[@]}" ft_launcher' in script and " torchrun" not in script
+    r = recipe_from_dict({**BASE, "launcher": "ft_launcher", "spares": 1,
+                          "failover": {"elastic": True, "min_nodes": 1}})
+    spec = Spec.from_json(next(line for line in render(r).splitlines()
+                               if line.startswith("failover_spec="))
+                          .split("=", 1)[1].strip("'"))
+    assert spec.launcher == "ft_launcher" and spec.elastic and spec.min_nodes == 1
+    spec = Spec(**{**spec.__dict__, "heartbeat_dir": str(tmp_path)})
+    sup = Supervisor(spec, "77", ["n1", "n2", "n3"], "n1")
+    argv = sup.main_argv(None)
+    assert argv[argv.index("ft_launcher"):][:2] == ["ft_launcher", "--nnodes=2"], argv
+    assert "--rdzv-endpoint=n2:30270" in argv, argv
+    assert (tmp_path / "hosts.0").exists() is False and sup.hostfile().read_text() == "n2\nn3\n"

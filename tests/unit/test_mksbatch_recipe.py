@@ -46,7 +46,7 @@ CASES = [
     ("duplicate", BASE + "nodes: 3\n",
      "r.yaml:6: nodes: given twice (first at line 2): keep one"),
     ("bad launcher", BASE.replace("launcher: srun", "launcher: ssh"),
-     "r.yaml:4: launcher: must be one of torchrun, srun, mpirun, got 'ssh'"),
+     "r.yaml:4: launcher: must be one of torchrun, ft_launcher, srun, mpirun, got 'ssh'"),
     ("bad target", BASE + "target: aws\n",
      "r.yaml:6: target: must be one of generic, parallelcluster, hyperpod, got 'aws'"),
     ("empty command", BASE.replace("[python3, train.py]", "[]"),
@@ -130,8 +130,18 @@ CASES = [
     ("signal lead", BASE + "signal:\n  lead_seconds: 0\n",
      "r.yaml:7: signal.lead_seconds: must be between 1 and 65535, got 0"),
     ("torchrun section on srun", BASE + "torchrun:\n  port_base: 1\n",
-     "r.yaml:6: torchrun: only applies to launcher: torchrun (launcher is srun): remove this "
-     "section"),
+     "r.yaml:6: torchrun: only applies to launcher: torchrun or ft_launcher (launcher is "
+     "srun): remove this section"),
+    ("elastic on srun", BASE + "failover:\n  elastic: true\n",
+     "r.yaml:7: failover.elastic: going on with fewer nodes needs a launcher whose ranks meet "
+     "again by rendezvous (torchrun or ft_launcher; launcher is srun): remove it or use "
+     "launcher: torchrun"),
+    ("min_nodes without elastic", BASE + "failover:\n  min_nodes: 1\n",
+     "r.yaml:7: failover.min_nodes: only applies with failover.elastic: true: add it or "
+     "remove min_nodes"),
+    ("min_nodes above nodes", BASE.replace("launcher: srun", "launcher: torchrun")
+     + "failover:\n  elastic: true\n  min_nodes: 9\n",
+     "r.yaml:8: failover.min_nodes: 9 is more than nodes (2): give at most 2"),
     ("mpi on torchrun", BASE.replace("launcher: srun", "launcher: torchrun") + "mpi: pmix\n",
      "r.yaml:6: mpi: selects srun's --mpi and only applies to launcher: srun (launcher is "
      "torchrun): remove it"),

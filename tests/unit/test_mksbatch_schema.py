@@ -164,9 +164,11 @@ def test_the_schema_states_the_limits_validation_applies(tmp_path: Path) -> None
         for value, ok in ((low, True), (low - 1, False)) + (
                 ((high, True), (high + 1, False)) if high is not None else ()):
             base = GOOD.replace("nodes: 1\n", "") if fld == "nodes" else GOOD
-            if head == "torchrun":
+            if head == "torchrun" or fld == "failover.min_nodes":
                 base = base.replace("launcher: srun", "launcher: torchrun")
             text = base + (f"{head}:\n  {leaf}: {value}\n" if head else f"{leaf}: {value}\n")
+            if fld == "failover.min_nodes":  # it applies with elastic only
+                text += "  elastic: true\n"
             (tmp_path / "r.yaml").write_text(text)
             if ok:
                 load_recipe(tmp_path / "r.yaml")

@@ -35,6 +35,20 @@ class Plan:
                 return None
         return Plan(tuple(active), tuple(spares), tuple(sorted({*self.lost, *lost})))
 
+    def shrink(self, lost: set[str], min_nodes: int) -> Plan | None:
+        """Elastic: the plan without ``lost`` nodes, spares first taking their places and
+        the step going on with fewer nodes when none are left; None below ``min_nodes``."""
+        spares = [n for n in self.spares if n not in lost]
+        active = []
+        for n in self.active:
+            if n not in lost:
+                active.append(n)
+            elif spares:
+                active.append(spares.pop(0))
+        if len(active) < min_nodes:
+            return None
+        return Plan(tuple(active), tuple(spares), tuple(sorted({*self.lost, *lost})))
+
     def drop_spares(self, lost: set[str]) -> Plan:
         return Plan(self.active, tuple(n for n in self.spares if n not in lost),
                     tuple(sorted({*self.lost, *(lost & set(self.spares))})))

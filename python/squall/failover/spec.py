@@ -8,7 +8,8 @@ from typing import Any
 
 from squall.errors import UsageError
 
-LAUNCHERS = ("srun", "torchrun", "mpirun")
+LAUNCHERS = ("srun", "torchrun", "ft_launcher", "mpirun")
+TORCHRUN_LIKE = ("torchrun", "ft_launcher")  # torchrun's command line
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Spec:
     heartbeat_dir: str = ""
     checkpoint: CheckpointSpec | None = None
     tasks_per_node: int = 1
+    elastic: bool = False         # no spare left: go on with fewer nodes, down to min_nodes
+    min_nodes: int = 1
 
     @classmethod
     def from_json(cls, text: str) -> Spec:

@@ -31,7 +31,7 @@ from pathlib import Path
 from squall.errors import SquallError
 from squall.failover.heartbeat import Watcher, agent_argv
 from squall.failover.plan import Plan
-from squall.failover.spec import CheckpointSpec, Spec
+from squall.failover.spec import TORCHRUN_LIKE, CheckpointSpec, Spec
 from squall.mksbatch.checkpoints import newest_complete
 from squall.mksbatch.recipe import Checkpoint
 
@@ -104,19 +104,19 @@ class Supervisor:
         """Rank order as the plan says (rank 0 on active[0]): Slurm itself would order the
         tasks by its node table, whatever --nodelist says (``--distribution=arbitrary``
         reads this file instead)."""
-        per_node = 1 if self.spec.launcher == "torchrun" else self.spec.tasks_per_node
+        per_node = 1 if self.spec.launcher in TORCHRUN_LIKE else self.spec.tasks_per_node
         path = self.dir / f"hosts.{self.attempt}"
         path.write_text("".join(f"{n}\n" * per_node for n in self.plan.active))
         return path
 
     def main_argv(self, resume: str | None) -> list[str]:
         s, nodes = self.spec, list(self.plan.active)
-        per_node = 1 if s.launcher == "torchrun" else s.tasks_per_node
+        per_node = 1 if s.launcher in TORCHRUN_LIKE else s.tasks_per_node
         argv = ["srun", "--overlap", f"--job-name=squall-main-{self.attempt}",
                 f"--ntasks={len(nodes) * per_node}", "--distribution=arbitrary",
                 *s.srun_args, *s.container_args]
-        if s.launcher == "torchrun":
-            argv += ["torchrun", f"--nnodes={len(nodes)}", f"--nproc-per-node={s.nproc_per_node}",
+        if s.launcher in TORCHRUN_LIKE:
+            argv += [s.launcher, f"--nnodes={len(nodes)}", f"--nproc-per-node={s.nproc_per_node}",
                      "--rdzv-backend=c10d", f"--rdzv-endpoint={nodes[0]}:{self.port()}",
                      f"--rdzv-id=squall-{self.job}-{self.attempt}"]
         elif s.launcher == "mpirun":
@@ -248,6 +248,11 @@ class Supervisor:
                         "program or the nodes, then resubmit)")
                     return 1
                 plan = self.plan.replace(set(ended.lost)) if ended.lost else self.plan
+                if plan is None and s.elastic:
+                    plan = self.plan.shrink(set(ended.lost), s.min_nodes)
+                    if plan is not None:
+                        say(f"no spare left: going on with {len(plan.active)} nodes "
+                            f"(failover.elastic, min_nodes {s.min_nodes})")
                 if plan is None or self.attempt + 1 > s.max_restarts:
                     why = ("no spare left" if plan is None else
                            f"failover.max_restarts={s.max_restarts} reached")

@@ -24,7 +24,10 @@ from squall.mksbatch.reader import Reader, Section
 from squall.mksbatch.yamlpos import MAX_BYTES, RecipeError, compose, mapping_items
 
 TARGETS = ("generic", "parallelcluster", "hyperpod")
-LAUNCHERS = ("torchrun", "srun", "mpirun")
+LAUNCHERS = ("torchrun", "ft_launcher", "srun", "mpirun")
+# Launchers with torchrun's command line (NVIDIA's nvidia-resiliency-ext ft_launcher is one):
+# one launcher per node, rendezvous on the first node, the torchrun section applies.
+TORCHRUN_LIKE = ("torchrun", "ft_launcher")
 SRUN_MPI = ("pmix", "pmi2", "none")
 BATCH_SIGNALS = ("USR1", "USR2")
 FORWARD_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
@@ -57,6 +60,8 @@ class Failover:
     detect_seconds: int = 10
     hang_seconds: int = 0  # 0: progress is not watched
     max_restarts: int = 3
+    elastic: bool = False  # no spare left: go on with fewer nodes, down to min_nodes
+    min_nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,7 @@ TOP_FIELDS = (
     "container", "launcher", "command", "torchrun", "mpi", "checkpoint", "requeue", "signal",
     "spares", "failover", "sbatch", "srun", "setup",
 )
-FAILOVER_FIELDS = ("detect_seconds", "hang_seconds", "max_restarts")
+FAILOVER_FIELDS = ("detect_seconds", "hang_seconds", "max_restarts", "elastic", "min_nodes")
 # The bounds of every number a recipe gives, by field as written in the recipe: (minimum,
 # maximum or None). Stated once: validation and the JSON Schema both read them.
 LIMITS: dict[str, tuple[int, int | None]] = {
@@ -111,6 +116,7 @@ LIMITS: dict[str, tuple[int, int | None]] = {
     "signal.lead_seconds": (1, 65535), "torchrun.port_base": (1024, 64535),
     "spares": (0, 64), "failover.detect_seconds": (2, 3600),
     "failover.hang_seconds": (0, 7 * 86400), "failover.max_restarts": (0, 100),
+    "failover.min_nodes": (1, None),
 }
 CHECKPOINT_FIELDS = ("dir", "pattern", "complete_marker", "newest_by", "resume")
 REQUEUE_FIELDS = ("max_restarts",)
@@ -169,7 +175,7 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
     command = top.require("command", lambda n, f: r.string_list(n, f, split=True),
                           "command: [python3, train.py]")
     gpus = top.get("gpus_per_node", number, 0)
-    default_tasks = gpus if (launcher == "torchrun" and gpus > 0) else 1
+    default_tasks = gpus if (launcher in TORCHRUN_LIKE and gpus > 0) else 1
     tasks = top.get("tasks_per_node", number, default_tasks)
     cpus = top.optional("cpus_per_task", number)
     sbatch_word = _sbatch_word(r)
@@ -198,7 +204,7 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         sec = top.section("requeue", REQUEUE_FIELDS)
         max_restarts = sec.get("max_restarts", number, 3)
 
-    default_forward = "TERM" if launcher == "torchrun" else "USR1"
+    default_forward = "TERM" if launcher in TORCHRUN_LIKE else "USR1"
     signal, forward, lead = "USR1", default_forward, 120
     if top.has("signal"):
         sec = top.section("signal", SIGNAL_FIELDS)
@@ -208,9 +214,10 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
 
     port_base = 29500
     if top.has("torchrun"):
-        if launcher != "torchrun":
+        if launcher not in TORCHRUN_LIKE:
             raise r.err(top.key_of("torchrun"), "torchrun", f"only applies to launcher: "
-                        f"torchrun (launcher is {launcher}): remove this section")
+                        f"torchrun or ft_launcher (launcher is {launcher}): remove this "
+                        "section")
         sec = top.section("torchrun", TORCHRUN_FIELDS)
         port_base = sec.get("port_base", number, port_base)
 
@@ -221,7 +228,21 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         failover = Failover(
             detect_seconds=sec.get("detect_seconds", number, 10),
             hang_seconds=sec.get("hang_seconds", number, 0),
-            max_restarts=sec.get("max_restarts", number, 3))
+            max_restarts=sec.get("max_restarts", number, 3),
+            elastic=sec.get("elastic", r.boolean, False),
+            min_nodes=sec.get("min_nodes", number, 1))
+        if failover.elastic and launcher not in TORCHRUN_LIKE:
+            raise r.err(sec.node_of("elastic"), "failover.elastic", "going on with fewer "
+                        "nodes needs a launcher whose ranks meet again by rendezvous "
+                        f"(torchrun or ft_launcher; launcher is {launcher}): remove it or "
+                        "use launcher: torchrun")
+        if sec.has("min_nodes") and not failover.elastic:
+            raise r.err(sec.node_of("min_nodes"), "failover.min_nodes", "only applies with "
+                        "failover.elastic: true: add it or remove min_nodes")
+        if failover.min_nodes > nodes:
+            raise r.err(sec.node_of("min_nodes"), "failover.min_nodes",
+                        f"{failover.min_nodes} is more than nodes ({nodes}): give at most "
+                        f"{nodes}")
         if failover.hang_seconds and failover.hang_seconds < failover.detect_seconds:
             raise r.err(sec.node_of("hang_seconds"), "failover.hang_seconds",
                         f"{failover.hang_seconds} is shorter than failover.detect_seconds "

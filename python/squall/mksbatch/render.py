@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from squall.errors import SquallError
 from squall.failover.spec import CheckpointSpec, Spec
 from squall.mksbatch.container import container_flags
-from squall.mksbatch.recipe import PLACEHOLDER, Recipe
+from squall.mksbatch.recipe import PLACEHOLDER, TORCHRUN_LIKE, Recipe
 from squall.mksbatch.template import Template, load_template
 
 
@@ -48,7 +48,7 @@ def _resume_word(word: str) -> str:
 
 
 def _sbatch_options(r: Recipe) -> list[str]:
-    tasks = 1 if r.launcher == "torchrun" else r.tasks_per_node
+    tasks = 1 if r.launcher in TORCHRUN_LIKE else r.tasks_per_node
     nodes = r.nodes + r.spares
     options = [
         f"--job-name={r.name}",
@@ -88,7 +88,7 @@ def _container_args(r: Recipe) -> list[str]:
 
 def _srun_args(r: Recipe) -> list[str]:
     args = ["--kill-on-bad-exit=1"]
-    if r.launcher == "torchrun":
+    if r.launcher in TORCHRUN_LIKE:
         args.insert(0, "--ntasks-per-node=1")
     if r.mpi is not None:
         args.append(f"--mpi={r.mpi}")
@@ -102,7 +102,7 @@ def _launcher_values(t: Template, r: Recipe) -> list[str]:
         return t.fill("values-mpirun")
     lines = t.fill("values-srun", {"srun_args": _array(_srun_args(r)),
                                    "container_args": _array(_container_args(r))})
-    if r.launcher == "torchrun":
+    if r.launcher in TORCHRUN_LIKE:
         lines += t.fill("values-torchrun", {"rdzv_port_base": str(r.rdzv_port_base),
                                             "nproc_per_node": str(r.tasks_per_node)})
     return lines
@@ -132,6 +132,7 @@ def _failover_spec(r: Recipe) -> str:
         detect_seconds=float(r.failover.detect_seconds),
         hang_seconds=float(r.failover.hang_seconds),
         max_restarts=r.failover.max_restarts,
+        elastic=r.failover.elastic, min_nodes=r.failover.min_nodes,
         heartbeat_dir=f"{r.log_dir}/.squall-failover-%JOB%",
         checkpoint=None if ck is None else CheckpointSpec(
             dir=ck.dir, pattern=ck.pattern, marker=ck.complete_marker,
@@ -144,7 +145,9 @@ def _launch(t: Template, r: Recipe) -> list[str]:
         return t.fill("launch-failover", {"failover_spec": q(_failover_spec(r))})
     if r.launcher == "srun":
         return t.fill("launch-srun", {"port_base": str(r.rdzv_port_base)})
-    return [] if r.launcher == "mpirun" else t.fill(f"launch-{r.launcher}")
+    if r.launcher in TORCHRUN_LIKE:
+        return t.fill("launch-torchrun", {"launcher": r.launcher})
+    return []
 
 
 def render(recipe: Recipe) -> str:

@@ -159,6 +159,8 @@ def recipe_schema() -> Schema:
                                  "no progress this long is a hang (0: not watched)"),
             "max_restarts": _int("failover.max_restarts",
                                  "in-job relaunches before the job is requeued"),
+            "elastic": _bool("no spare left: go on with fewer nodes (torchrun, ft_launcher)"),
+            "min_nodes": _int("failover.min_nodes", "elastic: the fewest nodes to go on with"),
         }, "in-job failover on hot spares (docs/failover.md)"),
         "sbatch": {"type": "object", "description": "extra #SBATCH long options (true: an "
                    "option without a value; false: left out)",
