@@ -38,9 +38,11 @@ signal number ("stopped, not finished"); the others exit 0, so that srun --kill-
 does not end the step while rank 0 is still writing.
 
 Heartbeats for the job's failure detector: when SQUALL_PROGRESS_FILE is set (a path; a
-``{rank}`` in it becomes the rank), each rank touches that file (creates it or updates its
-modification time) after every completed step. If its directory does not exist (not
-mounted into the container), or touching fails, a rank warns once on stderr and runs on.
+``{rank}`` in it becomes the rank), each rank writes the number of steps it has completed
+into that file (a fixed-width decimal line, rewritten in place) after every step: a change
+is the heartbeat, and the number lets the supervisor say how many steps a failure cost. If
+its directory does not exist (not mounted into the container), or writing fails, a rank
+warns once on stderr and runs on.
 
 Exit status: 0 finished (or, on ranks other than 0, stopped by a signal); 1 a local failure
 (a checkpoint, the log or --final cannot be written); 2 a bad argument, environment value
@@ -158,10 +160,12 @@ def final_state(done: list[int], sums: list[int]) -> str:
                        "allreduced": sums, "total": sum(sums)}) + "\n"
 
 
-def touch(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+def report(path: str, steps_done: int) -> None:
+    """The progress file: the steps done, always the same width, so that a reader never
+    sees a shorter file or a half-written number."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        os.utime(fd)
+        os.pwrite(fd, f"{steps_done:012d}\n".encode(), 0)
     finally:
         os.close(fd)
 
@@ -689,10 +693,10 @@ def run(args: argparse.Namespace, rank: int, world: int, host: str, port: int) -
                     raise Failure(f"cannot write --log {args.log}: {why(e)}") from None
             if heartbeat:
                 try:
-                    touch(heartbeat)
+                    report(heartbeat, step + 1)
                 except OSError as e:
                     if not warned:
-                        print(f"{PROG} rank {rank}: warning: cannot touch {heartbeat}: "
+                        print(f"{PROG} rank {rank}: warning: cannot write {heartbeat}: "
                               f"{why(e)}", file=sys.stderr, flush=True)
                         warned = True
             if agreed:

@@ -280,6 +280,7 @@ def test_progress_file_touched_every_step(launch: Callable[..., Job], tmp_path: 
         assert path.exists()
         # Sampled at 5 ms, steps of 50 ms: nearly every step's touch is seen.
         assert len(seen[rank]) >= steps // 2, (rank, len(seen[rank]))
+        assert path.read_text() == f"{steps:012d}\n"  # the steps done, for "steps lost"
     assert sorted(p.name for p in (tmp_path / "beats").iterdir()) == [f.name for f in files]
 
 

@@ -152,3 +152,19 @@ def test_ft_launcher_is_torchrun_shaped_in_the_script_and_the_supervisor(tmp_pat
     assert argv[argv.index("ft_launcher"):][:2] == ["ft_launcher", "--nnodes=2"], argv
     assert "--rdzv-endpoint=n2:30270" in argv, argv
     assert (tmp_path / "hosts.0").exists() is False and sup.hostfile().read_text() == "n2\nn3\n"
+
+
+def test_steps_lost_from_the_reported_count_and_the_checkpoint_name(tmp_path):
+    from squall.failover.supervise import steps_lost
+
+    w = Watcher(tmp_path)
+    assert w.steps_done() is None
+    (tmp_path / "progress.0").write_text(f"{25:012d}\n")
+    (tmp_path / "progress.1").write_text(f"{24:012d}\n")
+    w.poll([])
+    assert w.steps_done() == 25
+    assert steps_lost(25, "/fsx/ck/ckpt-000020") == 5
+    assert steps_lost(25, "/fsx/ck/step_20/") == 5
+    assert steps_lost(7, None) == 7          # no checkpoint: all of it
+    assert steps_lost(None, "/fsx/ck/ckpt-20") is None
+    assert steps_lost(3, "/fsx/ck/latest") is None  # a name without the step

@@ -94,6 +94,13 @@ class Watcher:
         """Some rank's progress changed after monotonic time ``t``."""
         return any(s.changed > t for s in self.progress.values())
 
+    def steps_done(self) -> int | None:
+        """The most steps any rank last reported, when the program writes its count of
+        completed steps into the progress file (sbatch/demo/allreduce.py does)."""
+        counts = [int(word) for s in self.progress.values()
+                  for word in s.content.split(b"|")[0].split()[:1] if word.isdigit()]
+        return max(counts, default=None)
+
     def idle(self) -> float:
         """Seconds since any rank's progress last changed (since the watch began)."""
         last = max((s.changed for s in self.progress.values()), default=self.started)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -158,10 +159,13 @@ class Supervisor:
                    SLURM_HOSTFILE=str(self.hostfile()),
                    SQUALL_PROGRESS_FILE=str(self.dir / "progress.{rank}"),
                    SQUALL_FAILOVER_ATTEMPT=str(self.attempt))
+        # Progress starts afresh: the last attempt's (or the last run's) counts would
+        # otherwise stand for this attempt's until its ranks report.
+        for old in self.dir.glob("progress.*"):
+            old.unlink(missing_ok=True)
+        self.watch.progress.clear()
         main = subprocess.Popen(self.main_argv(resume), env=env, stdin=subprocess.DEVNULL)
         self.watch.started = time.monotonic()
-        for seen in self.watch.progress.values():
-            seen.changed = self.watch.started
         try:
             return self._watch(main)
         finally:
@@ -240,6 +244,10 @@ class Supervisor:
                 for node in ended.lost:
                     self.drain(node, what)
                 now = newest(s.checkpoint)
+                lost_steps = steps_lost(self.watch.steps_done(), now)
+                if lost_steps is not None:
+                    say(f"steps lost: {lost_steps} (done {self.watch.steps_done()}, "
+                        f"resuming from {now or 'the beginning'})")
                 stuck = stuck + 1 if self.attempt and now == previous else 0
                 previous = now
                 if stuck >= 2:
@@ -304,6 +312,17 @@ class Supervisor:
             return 1
         say(f"{why}: job {self.job} requeued")
         return 0
+
+
+def steps_lost(done: int | None, checkpoint: str | None) -> int | None:
+    """Steps to do again: those the ranks reported done, less those the checkpoint holds
+    (the last number in its name, as ckpt-000020 after 20 steps); None when unknown."""
+    if done is None:
+        return None
+    if checkpoint is None:
+        return done
+    digits = re.findall(r"\d+", os.path.basename(checkpoint.rstrip("/")))
+    return max(done - int(digits[-1]), 0) if digits else None
 
 
 def slurm_seconds(name: str, default: int) -> int:
