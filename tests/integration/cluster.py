@@ -146,8 +146,18 @@ class Cluster:
 
     def wait_node_state(self, node: str, states: Iterable[str], timeout: float = 60) -> str:
         wanted = {s.upper() for s in states}
-        return self._wait(lambda: self.node_state(node).rstrip("*"), wanted, timeout,
-                          f"node {node}")
+        try:
+            return self._wait(lambda: self.node_state(node).rstrip("*"), wanted, timeout,
+                              f"node {node}")
+        except ClusterError as exc:  # say what holds the node
+            jobs = self.run(f"squeue -h -w {node} -o '%i %u %j %T %M'", user="root",
+                            check=False, timeout=15).out.strip()
+            raise ClusterError(f"{exc}; jobs on {node}: {jobs or 'none'}") from None
+
+    def wait_in_service(self, node: str, timeout: float = 60) -> str:
+        """The node takes jobs again (not DOWN, not drained): IDLE, or MIXED when another
+        test's job shares it."""
+        return self.wait_node_state(node, {"IDLE", "MIXED"}, timeout)
 
     def job_info(self, jobid: str | int) -> dict[str, str]:
         """``scontrol show job -o`` as a dict (JobState, Restarts, NodeList, ...)."""

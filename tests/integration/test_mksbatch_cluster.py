@@ -222,7 +222,7 @@ def test_demo_survives_a_killed_node_and_resumes_from_the_last_checkpoint(
     watched = watch_log.read_text()
     assert f"job {job_id}: requeued, restart 1" in watched, watched
     assert f"job {job_id}: RUNNING on" in watched, watched
-    cluster.wait_node_state(victim, {"IDLE"}, timeout=90)
+    cluster.wait_in_service(victim, timeout=90)
 
 
 def test_time_limit_signal_checkpoints_requeues_and_finishes(

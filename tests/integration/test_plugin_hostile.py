@@ -120,7 +120,7 @@ def test_the_epilog_removes_the_running_record_of_a_killed_slurmstepd(cluster: C
         assert time.monotonic() < deadline, f"{record} is still there after the job epilog"
         time.sleep(0.5)
     assert wait_clean(cluster, node=node) == "", leftovers(cluster, node=node)
-    cluster.wait_node_state(node, {"IDLE"}, timeout=60)
+    cluster.wait_in_service(node, timeout=60)
 
 
 def cache_entries(cluster: Cluster, node: str) -> list[str]:
