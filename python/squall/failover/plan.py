@@ -24,16 +24,7 @@ class Plan:
     def replace(self, lost: set[str]) -> Plan | None:
         """The plan without ``lost`` nodes (spares take their places, in order), or None
         when too few nodes are left."""
-        spares = [n for n in self.spares if n not in lost]
-        active = []
-        for n in self.active:
-            if n not in lost:
-                active.append(n)
-            elif spares:
-                active.append(spares.pop(0))
-            else:
-                return None
-        return Plan(tuple(active), tuple(spares), tuple(sorted({*self.lost, *lost})))
+        return self.shrink(lost, min_nodes=len(self.active))
 
     def shrink(self, lost: set[str], min_nodes: int) -> Plan | None:
         """Elastic: the plan without ``lost`` nodes, spares first taking their places and
