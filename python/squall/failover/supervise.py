@@ -21,7 +21,6 @@ that did not move the checkpoint forward stop the job.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import subprocess
@@ -36,7 +35,6 @@ from squall.failover.spec import TORCHRUN_LIKE, CheckpointSpec, Spec
 from squall.mksbatch.checkpoints import newest_complete
 from squall.mksbatch.recipe import Checkpoint
 
-log = logging.getLogger("squall")
 POLL = 0.5
 
 
@@ -244,9 +242,10 @@ class Supervisor:
                 for node in ended.lost:
                     self.drain(node, what)
                 now = newest(s.checkpoint)
-                lost_steps = steps_lost(self.watch.steps_done(), now)
+                done = self.watch.steps_done()
+                lost_steps = steps_lost(done, now)
                 if lost_steps is not None:
-                    say(f"steps lost: {lost_steps} (done {self.watch.steps_done()}, "
+                    say(f"steps lost: {lost_steps} (done {done}, "
                         f"resuming from {now or 'the beginning'})")
                 stuck = stuck + 1 if self.attempt and now == previous else 0
                 previous = now
@@ -284,8 +283,9 @@ class Supervisor:
         the requeued run, on that node by then, was killed (seen on the mini cluster)."""
         if not lost:
             return
-        limit = time.monotonic() + slurm_seconds("SlurmdTimeout", 300) + \
-            2 * slurm_seconds("MessageTimeout", 10) + 10
+        config = slurm_seconds()
+        limit = time.monotonic() + config.get("SlurmdTimeout", 300) + \
+            2 * config.get("MessageTimeout", 10) + 10
         say(f"waiting for Slurm to set {','.join(lost)} DOWN before the requeue")
         pending = set(lost)
         while pending and time.monotonic() < limit:
@@ -325,16 +325,18 @@ def steps_lost(done: int | None, checkpoint: str | None) -> int | None:
     return max(done - int(digits[-1]), 0) if digits else None
 
 
-def slurm_seconds(name: str, default: int) -> int:
-    """A duration from ``scontrol show config`` ("SlurmdTimeout = 300 sec")."""
+def slurm_seconds() -> dict[str, int]:
+    """The whole-number settings of ``scontrol show config`` ("SlurmdTimeout = 300 sec"),
+    read once."""
     out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
                          check=False).stdout
+    found: dict[str, int] = {}
     for line in out.splitlines():
         key, _, value = line.partition("=")
         words = value.split()
-        if key.strip() == name and words and words[0].isdigit():
-            return int(words[0])
-    return default
+        if words and words[0].isdigit():
+            found[key.strip()] = int(words[0])
+    return found
 
 
 def node_settled(node: str, since: float) -> bool:
