@@ -62,7 +62,9 @@ static int save_container(struct sq_step *s)
 		slurm_error("squall: --container-save=%s: %s", s->save_path, err);
 		return -1;
 	}
-	slurm_info("squall: saved the container to %s", s->save_path);
+	/* On srun's stderr (info goes only to slurmd's log): where it was written, as
+	 * Pyxis says where it exported. */
+	slurm_spank_log("squall: exported the container to %s", s->save_path);
 	return 0;
 }
 

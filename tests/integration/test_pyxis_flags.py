@@ -274,6 +274,10 @@ def test_pyxis_container_save_relative_path(cluster: Cluster, image: str) -> Non
     res = srun(cluster, f"--container-image={image} --container-remap-root --container-writable "
                         f"--container-save=./{name}", "echo pyxis > /test")
     assert res.rc == 0, res
+    # One line on srun's stderr names the file written, as Pyxis says where it exported.
+    said = [line for line in res.err.splitlines() if "exported the container" in line]
+    assert len(said) == 1 and said[0].endswith(f"/{name}"), res
+    assert said[0].startswith("squall: exported the container to /"), res
     again = srun(cluster, f"--container-image=./{name}", "cat /test")
     assert last_line(again) == "pyxis", again
     cluster.run(f"rm -f {name}")
