@@ -1,12 +1,15 @@
 /* named.c: see named.h. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "named.h"
@@ -206,6 +209,42 @@ static int compare_image(const char *runtime_dir, const char *runtime_name, cons
 	return rc;
 }
 
+static int listed(char *const *names, size_t count, const char *name)
+{
+	for (size_t i = 0; i < count; i++)
+		if (strcmp(names[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Drop the image records of containers the runtime no longer has (a user's `enroot remove`,
+ * a site's epilog). Only regular files older than the listing: a record written since is a
+ * container another step has just created. unlinkat never follows the name. */
+static void sweep_records(const char *runtime_dir, char *const *names, size_t count,
+			  time_t listed_at)
+{
+	int dfd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *e;
+	struct stat st;
+
+	if (d == NULL) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		const char *name = e->d_name + strlen(IMAGE_RECORD);
+		if (strncmp(e->d_name, IMAGE_RECORD, strlen(IMAGE_RECORD)) != 0 || *name == '\0' ||
+		    listed(names, count, name))
+			continue;
+		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_mtime < listed_at)
+			unlinkat(dfd, e->d_name, 0);
+	}
+	closedir(d);
+}
+
 int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
 		     const char *runtime_name, const char *name, int mode, int strict,
 		     const struct sq_named_image *img, char **target, char *warn, size_t warnlen,
@@ -215,15 +254,18 @@ int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
 	char **names = NULL;
 	size_t count = 0;
 	int rv = -1;
+	time_t listed_at = time(NULL);
 
 	*target = NULL;
 	if (warnlen > 0)
 		warn[0] = '\0';
-	if (list_names(rt, runtime_name, 1, &names, &count, sub, sizeof(sub)) < 0) {
+	/* Every name: this one's existence, and the records to drop. */
+	if (list_names(rt, "", 0, &names, &count, sub, sizeof(sub)) < 0) {
 		sq_errf(err, errlen, "--container-name=%s: %s", name, sub);
 		return -1;
 	}
-	if (count > 0) {
+	sweep_records(runtime_dir, names, count, listed_at);
+	if (listed(names, count, runtime_name)) {
 		if (mode == SQ_NAME_CREATE) {
 			sq_errf(err, errlen, "--container-name=%s:create: container %s already "
 				"exists: drop ':create' to reuse it, or remove it with 'enroot "

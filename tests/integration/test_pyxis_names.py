@@ -68,6 +68,27 @@ def test_pyxis_container_name_persists_across_jobs(cluster: Cluster, image: str)
         remove(cluster, f"pyxis_{name}")
 
 
+def test_records_of_containers_removed_with_enroot_are_dropped(cluster: Cluster,
+                                                               image: str) -> None:
+    """squall keeps the image a named container was made from beside it; once the user's
+    `enroot remove` takes the container away, the next named step drops that record."""
+    gone, other = f"r{time.time_ns()}", f"o{time.time_ns()}"
+    record = f"/run/squall/1000/image-pyxis_{gone}"
+    try:
+        srun(cluster, f"--container-image={image} --container-name={gone}", "true")
+        assert cluster.run(f"test -f {record}", node=NODE, check=False).rc == 0
+        remove(cluster, f"pyxis_{gone}")
+        time.sleep(1.1)   # records written in the second of a listing are kept (a racer's)
+        srun(cluster, f"--container-image={image} --container-name={other}", "true")
+        assert cluster.run(f"test -e {record}", node=NODE, check=False).rc != 0, \
+            "the record of a removed container is still there"
+        # The record of a container that still exists stays.
+        assert cluster.run(f"test -f /run/squall/1000/image-pyxis_{other}", node=NODE,
+                           check=False).rc == 0
+    finally:
+        remove(cluster, f"pyxis_{gone}", f"pyxis_{other}")
+
+
 def test_pyxis_container_name_job_scope_is_pyxis_jobid_name(cluster: Cluster,
                                                             image: str) -> None:
     name = f"j{time.time_ns()}"
