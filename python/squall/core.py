@@ -556,11 +556,15 @@ def lifecycle_env_step_specific(name: str) -> bool:
     return bool(lib.sq_life_env_step_specific(_cstr("variable name", name)))
 
 
-def lifecycle_key(parts: Sequence[_Text], env: Mapping[str, str] | Iterable[str]) -> str:
-    """The key of a kept container: 32 hex digits over ``parts`` and the environment."""
+def lifecycle_key(parts: Sequence[_Text], env: Mapping[str, str] | Iterable[str],
+                  hooks: str | None = None) -> str:
+    """The key of a kept container: 32 hex digits over ``parts`` and the environment.
+    ``hooks``: the text of the hooks the runtime runs (None: not known, so every variable
+    that says how many tasks a step runs stays in the key)."""
     p = _CArray("key part", parts)
     e = _CArray("environment", _env_items(env))
+    h = _cstr("hooks text", hooks)
     out = ffi.new("char[33]")
-    if lib.sq_life_key(p.ptr, e.ptr, out) != 0:
+    if lib.sq_life_key(p.ptr, e.ptr, h, out) != 0:
         raise SquallError("lifecycle key: out of memory")
     return _str(out) or ""

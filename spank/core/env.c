@@ -259,6 +259,9 @@ static int overlay_into(struct vec *a, const char *block, size_t len, const char
 		if ((in_keep(keep, entry, klen) || matches(entry, klen, no_prefix, step_prefix)) &&
 		    task_has(task_env, entry, klen))
 			continue;    /* --container-env, step variables: the task's value stays */
+		if (!in_keep(keep, entry, klen) && klen > 6 && memcmp(entry, "SLURM_", 6) == 0)
+			continue;    /* Slurm's, not the task's: a copy the container took from
+				      * an earlier step (srun -n 8 after -n 1) never shows */
 		if (vec_set(a, sq_strndup(entry, n)) != 0)
 			return -1;
 	}

@@ -19,7 +19,8 @@
  * (b) Each task's environment is its own, overlaid with the started container's
  *     (/proc/PID/environ: NUL-separated KEY=VALUE): container values win, except
  *       - names listed in --container-env, which keep the task's value when it has one;
- *       - SLURM_*, PMIX_*, PMI_* (the step's own), likewise;
+ *       - SLURM_*, PMIX_*, PMI_* (the step's own), likewise; a SLURM_* the task lacks
+ *         is dropped (a kept container's copy from an earlier step: -n 8 after -n 1);
  *       - per-task variables, which always keep the task's value;
  *       - ENROOT_* names, which Enroot itself drops.
  *     Entries without '=' or with a key that is not [A-Za-z_][A-Za-z0-9_]* are skipped.

@@ -83,6 +83,57 @@ int sq_life_env_step_specific(const char *name)
 	return 0;
 }
 
+/* How many tasks a step runs and where (srun -n 1, -n 8, -N 2 in one job): the runtime
+ * sets up nothing from them, and each task gets its own step's values (env.h: a step's
+ * SLURM_* win over the container's copy), unless a hook derives something from them. */
+static const char *const shape_exact[] = {
+	"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS", "SLURM_TASKS_PER_NODE",
+	"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS_PER_SOCKET",
+	"SLURM_NTASKS_PER_CORE", "SLURM_NTASKS_PER_GPU", "SLURM_DISTRIBUTION",
+	"SLURM_STEP_NUM_NODES", "SLURM_STEP_NODELIST", "SLURM_NNODES", "SLURM_NODELIST",
+	"SLURM_THREADS", NULL
+};
+static const char *const shape_prefix[] = { "SLURM_CPU_BIND", "SLURM_MEM_BIND", NULL };
+
+int sq_life_env_task_shape(const char *name)
+{
+	for (const char *const *p = shape_exact; *p; p++)
+		if (strcmp(*p, name) == 0)
+			return 1;
+	for (const char *const *p = shape_prefix; *p; p++)
+		if (strncmp(*p, name, strlen(*p)) == 0)
+			return 1;
+	return 0;
+}
+
+static int ident_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '_';
+}
+
+int sq_life_hooks_read(const char *hooks, const char *name)
+{
+	static const char family[] = "SLURM_";
+	size_t flen = sizeof(family) - 1;
+
+	if (hooks == NULL)
+		return 1;
+	for (const char *p = strstr(hooks, family); p != NULL; p = strstr(p + 1, family)) {
+		size_t n = flen;
+		if (p > hooks && ident_char(p[-1]))
+			continue;    /* MY_SLURM_X is another name */
+		while (ident_char(p[n]))
+			n++;
+		/* The name itself, or a prefix of it (compgen -e SLURM_STEP_). The bare family
+		 * (Enroot's 50-slurm-pmi copies every SLURM_* into the container) reads nothing
+		 * a task does not get from its own step. */
+		if (n > flen && strncmp(p, name, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* Two independent FNV-1a streams (64 bits each, different bases and primes). */
 struct hash2 { uint64_t a, b; };
 
@@ -109,7 +160,8 @@ static int by_text(const void *x, const void *y)
 	return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
 
-int sq_life_key(const char *const parts[], char *const env[], char out[33])
+int sq_life_key(const char *const parts[], char *const env[], const char *hooks,
+		char out[33])
 {
 	struct hash2 h = { 1469598103934665603ULL, 0x84222325cbf29ce4ULL };
 	const char **sorted;
@@ -132,7 +184,8 @@ int sq_life_key(const char *const parts[], char *const env[], char out[33])
 			len = sizeof(name) - 1;
 		memcpy(name, env[i], len);
 		name[len] = '\0';
-		if (!sq_life_env_step_specific(name))
+		if (!sq_life_env_step_specific(name) &&
+		    !(sq_life_env_task_shape(name) && !sq_life_hooks_read(hooks, name)))
 			sorted[kept++] = env[i];
 	}
 	qsort(sorted, kept, sizeof(*sorted), by_text);

@@ -58,10 +58,21 @@ int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan);
  * runtime sets up (step id, srun's ports and addresses): they are left out of the key. */
 int sq_life_env_step_specific(const char *name);
 
+/* 1 for the variables that say how many tasks a step runs and where (SLURM_NTASKS,
+ * SLURM_STEP_NODELIST, SLURM_CPU_BIND_*, ...): out of the key unless a hook reads them. */
+int sq_life_env_task_shape(const char *name);
+
+/* 1 when the hooks' text (every hook the runtime runs, concatenated) names the variable
+ * or a prefix of it longer than "SLURM_" (a hook that copies every SLURM_* variable reads
+ * nothing a task does not get from its own step); 1 when hooks is NULL (not known). */
+int sq_life_hooks_read(const char *hooks, const char *name);
+
 /* The key of a kept container, 32 hex digits and a NUL: a hash of parts (NULL-terminated:
  * image, identity, start flags, conf and rc text, ...) and of the runtime's environment
  * (env, NULL-terminated "KEY=VALUE"; order does not matter; step-specific variables are
- * left out). -1 only when out of memory. */
-int sq_life_key(const char *const parts[], char *const env[], char out[33]);
+ * left out, and so are the task-shape ones no hook reads: hooks as for
+ * sq_life_hooks_read). -1 only when out of memory. */
+int sq_life_key(const char *const parts[], char *const env[], const char *hooks,
+		char out[33]);
 
 #endif

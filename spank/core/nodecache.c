@@ -19,7 +19,7 @@ int sq_cache_key(const char *identity, const unsigned char *superblock, size_t l
 	for (size_t i = 0; i < len; i++)
 		snprintf(hex + 2 * i, 3, "%02x", superblock[i]);
 	hex[2 * len] = '\0';
-	return sq_life_key(parts, env, out);
+	return sq_life_key(parts, env, "", out);
 }
 
 int sq_cache_evict_plan(const struct sq_cache_entry *entries, size_t n,

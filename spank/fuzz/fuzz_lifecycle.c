@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	parts[np] = NULL;
 	env[ne] = NULL;
-	if (sq_life_key(parts, env, key) != 0 || strlen(key) != 32)
+	if (sq_life_key(parts, env, "", key) != 0 || strlen(key) != 32)
 		abort();
 	/* the environment's order does not matter */
 	for (i = 0; i < ne / 2; i++) {
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		env[i] = env[ne - 1 - i];
 		env[ne - 1 - i] = t;
 	}
-	if (sq_life_key(parts, env, key2) != 0 || strcmp(key, key2) != 0)
+	if (sq_life_key(parts, env, "", key2) != 0 || strcmp(key, key2) != 0)
 		abort();
 	fz_free(&ff);
 	return 0;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "extracted.h"
+#include "hooktext.h"
 #include "kept.h"
 #include "lifecycle.h"
 #include "mountinfo.h"
@@ -90,13 +91,15 @@ int sq_kept_key(const struct sq_start_request *r, const char *identity, char key
 {
 	char flags[64], *conf = r->conf_path ? slurp(r->conf_path) : NULL;
 	char *rc = r->rc_path ? slurp(r->rc_path) : NULL;
+	char *hooks = sq_hooks_text(r->envp);
 	const char *parts[] = { r->enroot, r->target, identity ? identity : "", flags,
 				conf ? conf : "", rc ? rc : "-", NULL };
 	int ok;
 
 	snprintf(flags, sizeof(flags), "rw=%d root=%d", r->writable, r->remap_root);
 	ok = (!r->conf_path || conf) && (!r->rc_path || rc) &&
-	     sq_life_key(parts, r->envp, key) == 0;
+	     sq_life_key(parts, r->envp, hooks, key) == 0;
+	free(hooks);
 	free(conf);
 	free(rc);
 	return ok ? 0 : -1;

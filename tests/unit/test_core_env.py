@@ -116,8 +116,16 @@ def test_keep_environ_lines_for_the_runtime_start():
 
 def test_step_variables_keep_the_task_s_value():
     # Enroot's 50-slurm-pmi hook copies SLURM_*, PMIX_* and PMI_* into the container; a
-    # later step joining it must still see its own step's values.
+    # later step joining it must still see its own step's values, and none of an earlier
+    # step's SLURM_* it does not have (srun -n 4 sets SLURM_CPU_BIND_LIST, -n 1 may not).
+    # PMIX_*/PMI_* the hook made (PMIX_MCA_ptl from PMIX_PTL_MODULE) stay.
     task = {"SLURM_STEP_ID": "7", "PMIX_NAMESPACE": "slurm.pmix.9.7", "PMI_SIZE": "4"}
     block = (b"SLURM_STEP_ID=0\0PMIX_NAMESPACE=slurm.pmix.9.0\0PMI_SIZE=2\0"
-             b"SLURM_ONLY_IN_CONTAINER=x\0")
-    assert merge_environment(task, block) == {**task, "SLURM_ONLY_IN_CONTAINER": "x"}
+             b"SLURM_ONLY_IN_CONTAINER=x\0PMIX_MCA_ptl=tcp\0")
+    assert merge_environment(task, block) == {**task, "PMIX_MCA_ptl": "tcp"}
+
+
+def test_a_slurm_variable_named_by_container_env_comes_from_the_container():
+    block = b"SLURM_ONLY_IN_CONTAINER=x\0"
+    assert merge_environment({}, block, keep="SLURM_ONLY_IN_CONTAINER") == \
+        {"SLURM_ONLY_IN_CONTAINER": "x"}

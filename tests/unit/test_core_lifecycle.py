@@ -84,7 +84,6 @@ def test_step_ids_and_ports_do_not_change_the_key():
 
 
 @pytest.mark.parametrize("change", [
-    {"SLURM_NTASKS": "8"},          # hooks may read it (WORLD_SIZE)
     {"SLURM_STEP_GPUS": "1"},       # devices of the step
     {"PMIX_SERVER_TMPDIR": "/x"},   # the PMIx hook binds it
     {"NEW_VAR": "1"},
@@ -93,6 +92,51 @@ def test_what_the_runtime_may_read_changes_the_key(change):
     assert lifecycle_key(PARTS, dict(ENV, **change)) != lifecycle_key(PARTS, ENV)
     for name in change:
         assert not lifecycle_env_step_specific(name)
+
+
+# srun -n 1, -n 4, -n 8 in one job: what Slurm sets differently for them.
+SHAPES = [
+    {"SLURM_NTASKS": "1", "SLURM_NPROCS": "1", "SLURM_STEP_NUM_TASKS": "1",
+     "SLURM_TASKS_PER_NODE": "1", "SLURM_STEP_TASKS_PER_NODE": "1"},
+    {"SLURM_NTASKS": "4", "SLURM_NPROCS": "4", "SLURM_STEP_NUM_TASKS": "4",
+     "SLURM_TASKS_PER_NODE": "4", "SLURM_STEP_TASKS_PER_NODE": "4",
+     "SLURM_DISTRIBUTION": "cyclic", "SLURM_CPU_BIND_LIST": "0x1,0x2,0x4,0x8"},
+    {"SLURM_NTASKS": "8", "SLURM_NPROCS": "8", "SLURM_STEP_NUM_TASKS": "8",
+     "SLURM_TASKS_PER_NODE": "8", "SLURM_STEP_TASKS_PER_NODE": "8",
+     "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NODELIST": "node1"},
+]
+STANDARD_PMI_HOOK = 'for var in $(compgen -e "SLURM_"); do printf "%s=%s\\n" "$var" "${!var}"; done'
+
+
+@pytest.mark.parametrize("hooks", ["", STANDARD_PMI_HOOK])
+def test_the_task_count_is_out_of_the_key_unless_a_hook_reads_it(hooks):
+    keys = {lifecycle_key(PARTS, dict(ENV, **shape), hooks) for shape in SHAPES}
+    assert len(keys) == 1, "steps that differ only in -n must share a kept container"
+
+
+@pytest.mark.parametrize(("hooks", "name"), [
+    ('echo "WORLD_SIZE=${SLURM_NTASKS}" >> "$ENROOT_ENVIRON"', "SLURM_NTASKS"),  # pytorch hook
+    ("[ $SLURM_STEP_NUM_NODES -gt 1 ] && echo multi", "SLURM_STEP_NUM_NODES"),
+    ("for v in $(compgen -e SLURM_STEP_); do :; done", "SLURM_STEP_NUM_TASKS"),  # a prefix
+    ("for v in $(compgen -e SLURM_CPU); do :; done", "SLURM_CPU_BIND_LIST"),
+    (None, "SLURM_NTASKS"),                                       # hooks unknown: be safe
+])
+def test_a_hook_that_reads_the_task_count_keeps_it_in_the_key(hooks, name):
+    assert lifecycle_key(PARTS, dict(ENV, **{name: "1"}), hooks) != \
+        lifecycle_key(PARTS, dict(ENV, **{name: "8"}), hooks)
+    if hooks is not None:   # and only what it reads
+        assert lifecycle_key(PARTS, dict(ENV, SLURM_DISTRIBUTION="block"), hooks) == \
+            lifecycle_key(PARTS, dict(ENV, SLURM_DISTRIBUTION="cyclic"), hooks)
+
+
+def test_another_name_that_ends_like_a_slurm_one_is_not_a_read():
+    hooks = "echo $MY_SLURM_NTASKS $SLURM_NTASKS_X"
+    assert lifecycle_key(PARTS, dict(ENV, SLURM_NTASKS="1"), hooks) == \
+        lifecycle_key(PARTS, dict(ENV, SLURM_NTASKS="8"), hooks)
+
+
+def test_the_hooks_text_alone_does_not_change_the_key():
+    assert lifecycle_key(PARTS, ENV, "") == lifecycle_key(PARTS, ENV, STANDARD_PMI_HOOK)
 
 
 def test_every_part_counts_and_parts_do_not_run_together():
