@@ -34,6 +34,7 @@
 #include "keeper.h"
 #include "pidfd.h"
 #include "reap.h"
+#include "sentinel.h"
 
 #define PROG "squall-keeper"
 #define CONT_GRACE_MS 10000
@@ -52,6 +53,8 @@ static const char *fill_dir, *fill_key, *fill_image, *fill_tool;
 static unsigned long long fill_max;
 static unsigned long long ns_dev, ns_ino;
 static int have_ns;
+/* A kept container's stand-in in `enroot list -f` (sentinel.h). */
+static struct sq_sentinel sentinel = { -1, -1 };
 
 static void say(int sock, const char *text, const int *fds, int nfds)
 {
@@ -404,11 +407,13 @@ static int set_up(struct keeper *k)
 
 /* Start the runtime and tell the plugin: "started KPID PID" + pidfds (protocol.h).
  * 0 ok; -1 said on stderr. */
-static int start_and_announce(char **argv)
+static int start_and_announce(const struct keeper *k, char **argv)
 {
 	char text[96];
 	int own[2];
 
+	if (k->job)
+		sq_sentinel_fork(&sentinel);   /* before the runtime: the lower PID */
 	start_runtime(argv);
 	if (runtime < 0) {
 		fprintf(stderr, "squall: " PROG " cannot fork the runtime: %s\n", strerror(errno));
@@ -450,6 +455,7 @@ static void on_runtime(struct keeper *k)
 	if (ev == 'S' && !k->stopped) {
 		k->stopped = 1;
 		have_ns = sq_mntns_of((long)runtime, &ns_dev, &ns_ino) == 0;
+		sq_sentinel_place(&sentinel, runtime);
 		say(KEEPER_FD_CONTROL, KEEPER_MSG_READY, NULL, 0);
 		for (int i = 0; i < nclients; i++)
 			if (clients[i].waiting)
@@ -510,7 +516,7 @@ int main(int argc, char **argv)
 			"runtime's command line and its control socket on fd %d\n", KEEPER_FD_CONTROL);
 		return 2;
 	}
-	if (set_up(&k) < 0 || start_and_announce(argv + first) < 0)
+	if (set_up(&k) < 0 || start_and_announce(&k, argv + first) < 0)
 		return 1;
 	serve(&k);
 	return 0;

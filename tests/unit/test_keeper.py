@@ -11,6 +11,7 @@ protocol, processes and signals are used. Runs as root for the mount-namespace c
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,8 +27,8 @@ FAKE_RUNTIME = ["/bin/sh", "-c", "sleep 300 & echo $! >\"$1\"; kill -STOP $$; ex
 
 @pytest.fixture(scope="module")
 def keeper(tmp_path_factory) -> Path:
-    """Built from the sources as spank/Makefile builds it (core objects, plugin pidfd.c and
-    extracted.c)."""
+    """Built from the sources as spank/Makefile builds it (core objects, plugin pidfd.c,
+    extracted.c and sentinel.c)."""
     out = tmp_path_factory.mktemp("keeper") / "squall-keeper"
     core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
     # make asan sets SQUALL_TEST_CFLAGS: the keeper is built with the sanitizers too
@@ -36,6 +37,7 @@ def keeper(tmp_path_factory) -> Path:
                     f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o", str(out),
                     str(ROOT / "spank/hooks/squall-keeper.c"),
                     str(ROOT / "spank/plugin/pidfd.c"), str(ROOT / "spank/plugin/extracted.c"),
+                    str(ROOT / "spank/plugin/sentinel.c"),
                     *core], check=True)
     return out
 
@@ -235,6 +237,70 @@ def test_kept_container_serves_later_steps_and_ends_when_idle(keeper, tmp_path):
         assert not sock.exists()
     finally:
         k.close()
+
+
+def mntns(pid: int) -> int:
+    return os.stat(f"/proc/{pid}/ns/mnt").st_ino
+
+
+def lsns_pids() -> set[int]:
+    """What Enroot's `list -f` walks: one PID per mount namespace (lsns: the lowest)."""
+    out = subprocess.run(["lsns", "-n", "-r", "-t", "mnt", "-o", "pid"], check=True,
+                         capture_output=True, text=True).stdout
+    return {int(word) for word in out.split()}
+
+
+# A runtime whose first process has a mount namespace of its own, as Enroot's has.
+NS_RUNTIME = [shutil.which("unshare") or "/usr/bin/unshare", "--mount", "--propagation",
+              "private", "/bin/sh", "-c", "kill -STOP $$; exit 0"]
+
+
+def test_a_kept_container_s_first_process_stands_behind_a_sentinel(keeper, tmp_path):
+    """enroot list -f shows the lowest PID of each mount namespace whose root has /.lock:
+    for a kept container that must not be the runtime's stopped shell (squall's holder)
+    but a process whose root is the container's /proc (no /.lock: not listed)."""
+    if shutil.which("lsns") is None:
+        pytest.fail("lsns is missing: apt install util-linux")
+    k = Keeper(keeper, NS_RUNTIME, None, [str(tmp_path / "kept.sock"), "30"])
+    try:
+        assert k.hear() == "ready"
+        deadline = time.monotonic() + 5
+        while True:
+            same = sorted(p for p in map(int, filter(str.isdigit, os.listdir("/proc")))
+                          if p != k.runtime and alive(p) and _same_ns(p, k.runtime))
+            if same or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert same and same[0] < k.runtime, "nothing stands for the container's namespace"
+        sentinel = same[0]
+        assert os.readlink(f"/proc/{sentinel}/root") == "/proc"
+        assert k.runtime not in lsns_pids() and sentinel in lsns_pids()
+        k.plugin_end.send(b"stop")
+        assert k.proc.wait(timeout=15) == 0
+        wait_dead([k.runtime, sentinel])
+    finally:
+        k.close()
+
+
+def test_a_container_of_the_step_keeps_its_first_process_listed(keeper):
+    """Not kept (named, --container-save, ...): the tasks share the first process's mount
+    namespace, which `enroot list -f` must still show, as with Pyxis."""
+    k = Keeper(keeper, NS_RUNTIME, None)
+    try:
+        assert k.hear() == "ready"
+        time.sleep(0.3)
+        assert k.runtime in lsns_pids()
+        k.plugin_end.send(b"stop")
+        assert k.proc.wait(timeout=15) == 0
+    finally:
+        k.close()
+
+
+def _same_ns(pid: int, other: int) -> bool:
+    try:
+        return mntns(pid) == mntns(other)
+    except OSError:
+        return False
 
 
 def test_attach_before_ready_is_answered_once_ready(keeper, tmp_path):
