@@ -55,3 +55,204 @@ int sq_cache_evict_plan(const struct sq_cache_entry *entries, size_t n,
 	}
 	return marked;
 }
+
+int sq_yield_next(int duty, const struct sq_yield_obs *o)
+{
+	unsigned long long others, share;
+
+	if (o == NULL)
+		return SQ_YIELD_FLOOR;
+	if (duty < SQ_YIELD_FLOOR)
+		duty = SQ_YIELD_FLOOR;
+	if (duty > SQ_YIELD_FULL)
+		duty = SQ_YIELD_FULL;
+	others = o->busy_us > o->own_us ? o->busy_us - o->own_us : 0;
+	/* others / window > CPU_PERMILLE / 1000, without dividing by a zero window */
+	if (others / 1000 > o->window_us / 1000 * SQ_YIELD_CPU_PERMILLE / 1000 ||
+	    (o->window_us == 0 && others > 0))
+		return SQ_YIELD_FLOOR;
+	/* The extractor may itself have stalled for all of its running share. */
+	share = o->window_us / 1000 * (unsigned long long)duty;
+	if (o->io_stall_us >= 0 && (unsigned long long)o->io_stall_us > share &&
+	    (unsigned long long)o->io_stall_us - share >
+	    o->window_us / 1000 * SQ_YIELD_IO_PERMILLE)
+		return SQ_YIELD_FLOOR;
+	return duty * 2 > SQ_YIELD_FULL ? SQ_YIELD_FULL : duty * 2;
+}
+
+/* The number at *p (digits), moved past it; -1 when there is none or it overflows. */
+static long long take_num(const char **p, const char *end)
+{
+	long long v = 0;
+	const char *s = *p;
+
+	if (s >= end || *s < '0' || *s > '9')
+		return -1;
+	while (s < end && *s >= '0' && *s <= '9') {
+		if (v > (LLONG_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (*s++ - '0');
+	}
+	*p = s;
+	return v;
+}
+
+static int take_char(const char **p, const char *end, char c)
+{
+	if (*p >= end || **p != c)
+		return -1;
+	(*p)++;
+	return 0;
+}
+
+static void skip_blanks(const char **p, const char *end)
+{
+	while (*p < end && **p == ' ')
+		(*p)++;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+static long long days_from_civil(long long y, long long m, long long d)
+{
+	long long era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+static int mode_bits(const char *m, unsigned *mode)
+{
+	static const char types[] = "-dlcbps";
+	unsigned v = 0;
+
+	if (strchr(types, m[0]) == NULL || m[0] == '\0')
+		return -1;
+	for (int i = 0; i < 3; i++) {
+		const char *t = m + 1 + 3 * i;
+		unsigned shift = (unsigned)(6 - 3 * i);
+		char special = i == 2 ? 't' : 's';
+
+		if (t[0] == 'r')
+			v |= 4u << shift;
+		else if (t[0] != '-')
+			return -1;
+		if (t[1] == 'w')
+			v |= 2u << shift;
+		else if (t[1] != '-')
+			return -1;
+		if (t[2] == 'x' || t[2] == special)
+			v |= 1u << shift;
+		else if (t[2] != '-' && t[2] != special - 32)
+			return -1;
+		if (t[2] == special || t[2] == special - 32)
+			v |= i == 0 ? 04000u : i == 1 ? 02000u : 01000u;
+	}
+	*mode = v;
+	return 0;
+}
+
+int sq_cache_list_parse(const char *line, size_t len, struct sq_list_entry *e)
+{
+	static const char root[] = "squashfs-root";
+	const char *p = line, *end = line + len, *name, *arrow = NULL;
+	long long uid, gid, size = 0, y, mo, d, h, mi;
+	char modestr[11];
+
+	if (line == NULL || e == NULL || len < 11 || memchr(line, '\0', len) != NULL)
+		return -1;
+	memset(e, 0, sizeof(*e));
+	memcpy(modestr, line, 10);
+	modestr[10] = '\0';
+	if (mode_bits(modestr, &e->mode) < 0 || line[10] != ' ')
+		return -1;
+	e->type = line[0];
+	p = line + 10;
+	skip_blanks(&p, end);
+	if ((uid = take_num(&p, end)) < 0 || take_char(&p, end, '/') < 0 ||
+	    (gid = take_num(&p, end)) < 0)
+		return -1;
+	skip_blanks(&p, end);
+	if (e->type == 'c' || e->type == 'b') {
+		if (take_num(&p, end) < 0 || take_char(&p, end, ',') < 0)
+			return -1;
+		skip_blanks(&p, end);
+		if (take_num(&p, end) < 0)
+			return -1;
+	} else if ((size = take_num(&p, end)) < 0) {
+		return -1;
+	}
+	skip_blanks(&p, end);
+	if ((y = take_num(&p, end)) < 1970 || take_char(&p, end, '-') < 0 ||
+	    (mo = take_num(&p, end)) < 1 || mo > 12 || take_char(&p, end, '-') < 0 ||
+	    (d = take_num(&p, end)) < 1 || d > 31 || take_char(&p, end, ' ') < 0 ||
+	    (h = take_num(&p, end)) < 0 || h > 23 || take_char(&p, end, ':') < 0 ||
+	    (mi = take_num(&p, end)) < 0 || mi > 59 || take_char(&p, end, ' ') < 0)
+		return -1;
+	if ((size_t)(end - p) < sizeof(root) - 1 || memcmp(p, root, sizeof(root) - 1) != 0)
+		return -1;
+	p += sizeof(root) - 1;
+	if (p < end && take_char(&p, end, '/') < 0)
+		return -1;
+	name = p;
+	if (e->type == 'l') {
+		const char *s = name;
+		while (s + 4 <= end) {
+			if (memcmp(s, " -> ", 4) == 0) {
+				if (arrow != NULL)
+					return -1;   /* which one ends the name? */
+				arrow = s;
+			}
+			s++;
+		}
+		if (arrow == NULL)
+			return -1;
+		e->target_off = (size_t)(arrow + 4 - line);
+		e->target_len = (size_t)(end - arrow - 4);
+		end = arrow;
+	}
+	e->uid = (long)uid;
+	e->gid = (long)gid;
+	e->size = (unsigned long long)size;
+	e->mtime = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60;
+	e->name_off = (size_t)(name - line);
+	e->name_len = (size_t)(end - name);
+	return 0;
+}
+
+int sq_cache_name_listable(const char *name, size_t len)
+{
+	if (name == NULL || len == 0 || name[0] == '#' || name[0] == ' ' || name[len - 1] == ' ')
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			return 0;
+	}
+	return 1;
+}
+
+int sq_cache_file_complete(const struct sq_list_entry *e, unsigned disk_mode,
+			   unsigned long long disk_size, long long disk_mtime, long long first_start)
+{
+	if (e == NULL || e->type != '-' || (disk_mode & 0170000) != 0100000)
+		return 0;
+	return (disk_mode & 07777) == e->mode && disk_size == e->size &&
+	       disk_mtime >= e->mtime && disk_mtime - e->mtime < 60 && disk_mtime < first_start;
+}
+
+int sq_cache_may_fill(const char *job_num_nodes, int max_nodes)
+{
+	const char *p = job_num_nodes;
+	long long n;
+
+	if (max_nodes <= 0 || p == NULL)
+		return 1;
+	n = take_num(&p, p + strlen(p));
+	if (n < 0)
+		return *p >= '0' && *p <= '9' ? 0 : 1;   /* overflow: very many; not a number: one */
+	return n <= max_nodes;
+}

@@ -37,4 +37,75 @@ int sq_cache_evict_plan(const struct sq_cache_entry *entries, size_t n,
 			unsigned long long max_bytes, long long max_age_s, long long now,
 			int *mark);
 
+/* --- Yielding to the step (docs/plugin.md "Small files") ---
+ * The extraction runs beside the job's steps. nice 19, SCHED_IDLE and ioprio idle do not
+ * keep it from slowing them on a small node (hyperthread siblings, a virtio disk with no
+ * I/O scheduler that honours the idle class, page cache), so the extractor is also run in
+ * a duty cycle: SIGCONT for duty/1000 of each period, SIGSTOP for the rest. The duty
+ * follows what the node does besides the extraction, judged over the last period. */
+#define SQ_YIELD_FULL 1000         /* the node is otherwise idle: full speed */
+#define SQ_YIELD_FLOOR 100         /* work beside it: a tenth of the time, so it progresses */
+#define SQ_YIELD_PERIOD_MS 200     /* one period: one observation, one decision */
+#define SQ_YIELD_CPU_PERMILLE 250  /* others busy above a quarter of one CPU: work beside it */
+#define SQ_YIELD_IO_PERMILLE 200   /* others stalled on I/O a fifth of the time: likewise */
+
+struct sq_yield_obs {
+	unsigned long long window_us;   /* wall time of the period */
+	unsigned long long busy_us;     /* all CPUs' busy time in it (/proc/stat: user, nice,
+					 * system, irq, softirq, steal; not idle, not iowait) */
+	unsigned long long own_us;      /* the extractor's processes' CPU time in it
+					 * (/proc/PID/stat utime + stime) */
+	long long io_stall_us;          /* growth of /proc/pressure/io "some total"; -1 unknown */
+};
+
+/* The next period's duty (SQ_YIELD_FLOOR..SQ_YIELD_FULL) after one at `duty` observed as
+ * o: the floor as soon as others use more than SQ_YIELD_CPU_PERMILLE of one CPU, or stall
+ * on I/O more than SQ_YIELD_IO_PERMILLE of the period beyond what the extractor itself can
+ * account for (its running share); otherwise doubled, up to full speed. Pure. */
+int sq_yield_next(int duty, const struct sq_yield_obs *o);
+
+/* --- Resuming an extraction cut short (a job ended) ---
+ * An extraction keeps CACHE/UID/KEY.part/rootfs when its job ends; the next one lists the
+ * image (`unsquashfs -llnumeric -UTC`), keeps the files already complete and extracts the
+ * rest over the tree (`-f`, those files excluded). */
+
+/* One line of `unsquashfs -llnumeric -UTC`:
+ *   MODE UID/GID SIZE YYYY-MM-DD HH:MM squashfs-root[/NAME][ -> TARGET]
+ * (a device has "MAJOR, MINOR" for SIZE). Offsets are into the line. */
+struct sq_list_entry {
+	char type;                  /* '-' 'd' 'l' 'c' 'b' 'p' 's' */
+	unsigned mode;              /* permission bits, with set-id and sticky */
+	unsigned long long size;    /* 0 for devices */
+	long long mtime;            /* seconds since the epoch, UTC, to the minute */
+	long uid, gid;
+	size_t name_off, name_len;  /* below the root: "" is the root */
+	size_t target_off, target_len;   /* a symlink's target, else 0, 0 */
+};
+
+/* Parse one listing line (len bytes, no newline). 0 ok; -1 when it is not such a line or
+ * its name cannot be told apart (a symlink whose name or target holds " -> "): the caller
+ * then cannot trust the listing and extracts from scratch. Pure. */
+int sq_cache_list_parse(const char *line, size_t len, struct sq_list_entry *e);
+
+/* 1 when NAME can be written as a line of unsquashfs's -exclude-file with -no-wildcards
+ * and mean exactly that path: no control character, no backslash, no leading '#', no
+ * leading or trailing blank. A file whose name cannot is extracted again instead of being
+ * kept. Pure. */
+int sq_cache_name_listable(const char *name, size_t len);
+
+/* 1 when the file on disk (from lstat: mode with its type bits, size, mtime) is the
+ * listed regular file e, complete: same type, permissions and size, its mtime the listed
+ * one (to the minute) and before first_start, when the first run of this extraction began
+ * (a file being written, or written but not yet given its times, has a later mtime). Pure. */
+int sq_cache_file_complete(const struct sq_list_entry *e, unsigned disk_mode,
+			   unsigned long long disk_size, long long disk_mtime, long long first_start);
+
+/* --- Which jobs start an extraction (plugstack local_cache_max_nodes) --- */
+#define SQ_CACHE_MAX_NODES_DEFAULT 16
+
+/* 1 when a job on job_num_nodes nodes (SLURM_JOB_NUM_NODES of the step, NULL or not a
+ * number: one node) may start extractions on its nodes: at most max_nodes nodes (0: any
+ * number). Jobs on more nodes still use the trees already there. Pure. */
+int sq_cache_may_fill(const char *job_num_nodes, int max_nodes);
+
 #endif
