@@ -380,6 +380,7 @@ class PlugstackConfig:
     container_reuse: bool
     local_cache: str
     local_cache_gb: int
+    local_cache_max_nodes: int
 
 
 def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
@@ -404,6 +405,7 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
             importer=_str(cfg.importer), container_name_strict=bool(cfg.container_name_strict),
             container_reuse=bool(cfg.container_reuse),
             local_cache=_str(cfg.local_cache) or "", local_cache_gb=int(cfg.local_cache_gb),
+            local_cache_max_nodes=int(cfg.local_cache_max_nodes),
         )
     finally:
         lib.sq_config_free(cfg)

@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "config.h"
+#include "nodecache.h"
 #include "options.h"
 #include "quote.h"
 #include "strbuf.h"
 
 #define WHAT "plugstack.conf"
 
-enum kind { K_PATH, K_OPTPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG, K_GB };
+enum kind { K_PATH, K_OPTPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG, K_GB, K_NODES };
 
 struct key {
 	const char *name;
@@ -42,6 +43,7 @@ static const struct key keys[] = {
 	{ "container_reuse", K_BOOL, "1", F(container_reuse) },
 	{ "local_cache", K_PATH, "/var/lib/squall/cache", F(local_cache) },
 	{ "local_cache_gb", K_GB, "20", F(local_cache_gb) },
+	{ "local_cache_max_nodes", K_NODES, "16", F(local_cache_max_nodes) },
 };
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -103,8 +105,26 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 		*ip = (int)v;
 		return 0;
 	}
+	case K_NODES: {
+		char *end;
+		long v = strtol(value, &end, 10);
+		if (value[0] < '0' || value[0] > '9' || *end != '\0' || v < 0 || v > 1000000)
+			return sq_errf(err, errlen, WHAT ": '%s': %s must be a whole number of nodes "
+				       "from 0 (any number) to 1000000", show, k->name);
+		*ip = (int)v;
+		return 0;
+	}
 	}
 	return sq_errf(err, errlen, WHAT ": internal error on %s", k->name);
+}
+
+/* What the plugin's kept container (spank/plugin/kept.c) needs of the config beyond the
+ * step's facts it is handed: set by each successful parse (once per plugin process). */
+static int last_cache_max_nodes = SQ_CACHE_MAX_NODES_DEFAULT;
+
+int sq_config_cache_max_nodes(void)
+{
+	return last_cache_max_nodes;
 }
 
 void sq_config_free(struct sq_config *c)
@@ -154,7 +174,7 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 				"sqshbuild, image_cache, container_scope, execute_entrypoint, efa, "
 				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log, "
 				"use_squashfuse, use_enroot_load, importer, container_name_strict, "
-				"container_reuse, local_cache, local_cache_gb)", show);
+				"container_reuse, local_cache, local_cache_gb, local_cache_max_nodes)", show);
 			goto fail;
 		}
 		if (given[k]) {
@@ -171,6 +191,7 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 		if (set_key(c, &keys[k], arg, eq + 1, err, errlen) != 0)
 			goto fail;
 	}
+	last_cache_max_nodes = c->local_cache_max_nodes;
 	return 0;
 fail:
 	sq_config_free(c);

@@ -27,6 +27,9 @@
  *   container_reuse     1                           0 | 1 (default of --[no-]container-reuse)
  *   local_cache         /var/lib/squall/cache       absolute; node-local extracted images
  *   local_cache_gb      20                          0..100000 per user (0: no local cache)
+ *   local_cache_max_nodes 16                        0..1000000: jobs on more nodes start no
+ *                                                   extraction (they use trees already
+ *                                                   there); 0: any number of nodes
  *
  * Booleans take Pyxis's spellings, any case: 1 true yes y (on) and 0 false no n (off).
  * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
@@ -64,6 +67,7 @@ struct sq_config {
 	int container_reuse;     /* 0 | 1: later steps of a job reuse the node's container */
 	char *local_cache;       /* node-local cache of extracted images (nodecache.h) */
 	int local_cache_gb;      /* its size limit per user in GiB; 0: not used */
+	int local_cache_max_nodes; /* jobs on more nodes do not fill it; 0: any number */
 };
 
 /* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).
@@ -71,5 +75,10 @@ struct sq_config {
  * Call sq_config_free on success when done. */
 int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err, size_t errlen);
 void sq_config_free(struct sq_config *c);
+
+/* local_cache_max_nodes of the last successful sq_config_parse in this process (the plugin
+ * parses once per process), SQ_CACHE_MAX_NODES_DEFAULT before any: for spank/plugin/kept.c,
+ * which is handed the step's facts (struct sq_kept_step), not the config. */
+int sq_config_cache_max_nodes(void);
 
 #endif

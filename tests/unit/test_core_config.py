@@ -14,6 +14,7 @@ DEFAULTS = {
     "use_enroot_load": False, "importer": None, "container_name_strict": False,
     "container_reuse": True,
     "local_cache": "/var/lib/squall/cache", "local_cache_gb": 20,
+    "local_cache_max_nodes": 16,
 }
 
 
@@ -29,7 +30,7 @@ def test_every_key_can_be_set():
             "log=verbose", "use_squashfuse=1", "use_enroot_load=1",
             "importer=/usr/share/pyxis/importers/caching_importer.sh",
             "container_name_strict=1", "container_reuse=0",
-            "local_cache=/scratch/sq", "local_cache_gb=0"]
+            "local_cache=/scratch/sq", "local_cache_gb=0", "local_cache_max_nodes=0"]
     assert parse_plugstack_args(args) == {
         "runtime_path": "/run/sq", "enroot": "/opt/enroot-test-runtime/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
@@ -39,7 +40,7 @@ def test_every_key_can_be_set():
         "use_enroot_load": True, "importer": "/usr/share/pyxis/importers/caching_importer.sh",
         "container_name_strict": True,
         "container_reuse": False,
-        "local_cache": "/scratch/sq", "local_cache_gb": 0,
+        "local_cache": "/scratch/sq", "local_cache_gb": 0, "local_cache_max_nodes": 0,
     }
 
 
@@ -51,6 +52,9 @@ def test_every_key_can_be_set():
         ("local_cache_gb=-1", "local_cache_gb must be a whole number"),
         ("local_cache_gb=2G", "local_cache_gb must be a whole number"),
         ("local_cache=relative", "local_cache must be an absolute path"),
+        ("local_cache_max_nodes=-1", "local_cache_max_nodes must be a whole number of nodes"),
+        ("local_cache_max_nodes=16n", "local_cache_max_nodes must be a whole number of nodes"),
+        ("local_cache_max_nodes=1000001", "from 0 (any number) to 1000000"),
         ("runtime_path", "argument 'runtime_path' is not key=value"),
         ("runtime_path=", "empty value for runtime_path"),
         ("runtime_path=relative", "runtime_path must be an absolute path"),
@@ -126,3 +130,15 @@ def test_unknown_key_names_itself_and_lists_pyxis_keys():
     assert "unknown argument 'remap_root=1'" in msg, msg
     for key in ("use_squashfuse", "use_enroot_load", "importer", "container_scope"):
         assert key in msg, msg
+
+
+def test_the_plugin_reads_local_cache_max_nodes_of_the_last_parse():
+    """kept.c is handed the step's facts, not the config: it asks the last parse."""
+    from squall._core import lib
+    parse_plugstack_args(["local_cache_max_nodes=64"])
+    assert lib.sq_config_cache_max_nodes() == 64
+    with pytest.raises(SquallError):
+        parse_plugstack_args(["local_cache_max_nodes=64", "bogus=1"])
+    assert lib.sq_config_cache_max_nodes() == 64     # a refused parse changes nothing
+    parse_plugstack_args([])
+    assert lib.sq_config_cache_max_nodes() == 16
