@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ipcdev.h"
 #include "nsholder.h"
 #include "pidfd.h"
 #include "procstat.h"
@@ -60,7 +61,15 @@ static void child_report(int fd, const char *what, int err)
 	_exit(1);
 }
 
-static void child_quiet(int keep1, int keep2, int keep3)
+static int kept_fd(int fd, const int *keep, int nkeep)
+{
+	for (int i = 0; i < nkeep; i++)
+		if (fd == keep[i])
+			return 1;
+	return 0;
+}
+
+static void child_quiet(const int *keep, int nkeep)
 {
 	struct sigaction ign;
 	sigset_t none;
@@ -71,9 +80,9 @@ static void child_quiet(int keep1, int keep2, int keep3)
 		dup2(null, 1);
 		dup2(null, 2);
 	}
-	/* Every descriptor but the three we need. */
+	/* Every descriptor but the ones we need. */
 	for (int fd = 3; fd < 1024; fd++)
-		if (fd != keep1 && fd != keep2 && fd != keep3)
+		if (!kept_fd(fd, keep, nkeep))
 			close(fd);
 	memset(&ign, 0, sizeof(ign));
 	ign.sa_handler = SIG_IGN;
@@ -102,12 +111,33 @@ static int loopback_up(void)
 	return rc;
 }
 
-static void child_main(int out, int mask, int ns_user, int container_pidfd, uid_t uid, gid_t gid)
+/* A private /dev (ipcdev.h), made by a child so the holder itself stays outside the
+ * container's mount namespace. */
+static void private_dev(int out, int ns_mnt, int root_fd)
 {
-	struct pollfd p = { .fd = container_pidfd, .events = POLLIN };
-	int flags = 0;
+	const char *what = "fork";
+	int status = 0;
+	pid_t pid = fork();
 
-	child_quiet(out, ns_user, container_pidfd);
+	if (pid == 0)
+		_exit(sq_ipcdev_setup(ns_mnt, root_fd, &what) == 0 ? 0 : 100 + (errno & 0x7f));
+	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		child_report(out, "a private /dev/shm and /dev/mqueue for the IPC namespace",
+			     pid < 0 ? errno : WIFEXITED(status) ? WEXITSTATUS(status) - 100 : 0);
+	close(ns_mnt);
+	close(root_fd);
+}
+
+static void child_main(int out, int mask, const struct sq_nsholder_target *t, uid_t uid,
+		       gid_t gid)
+{
+	struct pollfd p = { .fd = t->container_pidfd, .events = POLLIN };
+	const int keep[] = { out, t->ns_user, t->container_pidfd, t->ns_mnt, t->root_fd };
+	int ns_user = t->ns_user, flags = 0;
+
+	child_quiet(keep, 5);
 	if (setresgid(gid, gid, gid) < 0)
 		child_report(out, "setresgid", errno);
 	if (setresuid(uid, uid, uid) < 0)
@@ -125,6 +155,8 @@ static void child_main(int out, int mask, int ns_user, int container_pidfd, uid_
 		child_report(out, "unshare", errno);
 	if ((mask & SQ_NS_NET) && loopback_up() < 0)
 		child_report(out, "bringing the loopback interface up", errno);
+	if ((mask & SQ_NS_IPC) && t->ns_mnt >= 0 && t->root_fd >= 0)
+		private_dev(out, t->ns_mnt, t->root_fd);
 	if (write(out, "ok", 2) != 2)
 		_exit(1);
 	close(out);
@@ -163,7 +195,7 @@ static int open_namespaces(struct sq_nsholder *h, char *err, size_t errlen)
 	return 0;
 }
 
-int sq_nsholder_make(struct sq_nsholder *h, int mask, int ns_user, int container_pidfd,
+int sq_nsholder_make(struct sq_nsholder *h, int mask, const struct sq_nsholder_target *t,
 		     uid_t uid, gid_t gid, char *err, size_t errlen)
 {
 	char buf[200], state;
@@ -182,7 +214,7 @@ int sq_nsholder_make(struct sq_nsholder *h, int mask, int ns_user, int container
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		child_main(pipefd[1], mask, ns_user, container_pidfd, uid, gid);
+		child_main(pipefd[1], mask, t, uid, gid);
 		_exit(1);
 	}
 	close(pipefd[1]);

@@ -6,9 +6,10 @@
  * capabilities, so they are made beside it: once the container has started, a child of
  * slurmstepd drops to the job user, joins the container's user namespace (where the user,
  * its owner, has every capability), unshares the namespaces asked for, brings the loopback
- * interface of a new network namespace up, and stays, holding them, as long as the
- * container's first process lives (it waits on its pidfd, in its own session, with job
- * signals ignored; a SIGKILL ends it with the step). The step keeps descriptors on the
+ * interface of a new network namespace up (with ipc, a child of it gives the container's
+ * mount namespace a private /dev/shm and /dev/mqueue, ipcdev.h), and stays, holding them,
+ * as long as the container's first process lives (it waits on its pidfd, in its own
+ * session, with job signals ignored; a SIGKILL ends it with the step). The step keeps descriptors on the
  * namespaces; tasks setns() into them after the container's user namespace. Other steps
  * find the holder through the running record (running.h: its PID and start time) and
  * check that it belongs to the container's user namespace before joining.
@@ -29,10 +30,17 @@ struct sq_nsholder {
 
 void sq_nsholder_init(struct sq_nsholder *h);
 
-/* Make the namespaces in mask (SQ_NS_* bits, unshare.h) for the container whose user
- * namespace is ns_user (-1: it shares ours) and whose first process is held by
- * container_pidfd. uid/gid: the job user. 0 ok, -1 with err. */
-int sq_nsholder_make(struct sq_nsholder *h, int mask, int ns_user, int container_pidfd,
+/* The container the namespaces are made for. */
+struct sq_nsholder_target {
+	int ns_user;          /* its user namespace; -1: it shares ours */
+	int container_pidfd;  /* its first process: the holder lives as long as it does */
+	int ns_mnt;           /* the mount namespace the step's tasks join, and */
+	int root_fd;          /* their root: with ipc, a private /dev there (ipcdev.h) */
+};
+
+/* Make the namespaces in mask (SQ_NS_* bits, unshare.h) for the container t. uid/gid: the
+ * job user. 0 ok, -1 with err. */
+int sq_nsholder_make(struct sq_nsholder *h, int mask, const struct sq_nsholder_target *t,
 		     uid_t uid, gid_t gid, char *err, size_t errlen);
 
 /* Hold the namespaces another step's holder keeps (its PID and start time from the running

@@ -508,8 +508,10 @@ static void after_start(struct sq_step *s)
 	char err[1024];
 
 	if (s->opt->unshare) {
-		if (sq_nsholder_make(&s->holder, s->opt->unshare, s->ctr.ns_user, s->ctr.pidfd,
-				     s->uid, s->gid, err, sizeof(err)) < 0) {
+		const struct sq_nsholder_target t = { s->ctr.ns_user, s->ctr.pidfd, s->ctr.ns_mnt,
+						      s->ctr.root_fd };
+		if (sq_nsholder_make(&s->holder, s->opt->unshare, &t, s->uid, s->gid, err,
+				     sizeof(err)) < 0) {
 			sq_step_fail(s, err);
 			return;
 		}

@@ -162,3 +162,88 @@ def test_pyxis_container_unshare_on_a_running_container_without_it_fails(cluster
         end_job(cluster, jobid)
         cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node=NODE,
                     check=False)
+
+
+# --- POSIX shared memory and message queues (/dev/shm, /dev/mqueue) ---------------------------
+
+# Made on the node as the user: a POSIX shared-memory segment (shm_open) and a POSIX message
+# queue (mq_open), as a program's multiprocessing or an MPI library makes them.
+MAKE_ON_NODE = (
+    "import ctypes, os, sys, _posixshmem\n"
+    "name = sys.argv[1]\n"
+    "os.close(_posixshmem.shm_open('/' + name, os.O_CREAT | os.O_RDWR, 0o600))\n"
+    "rt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+    "q = rt.mq_open(('/' + name + '-q').encode(), os.O_CREAT | os.O_RDWR, 0o600, None)\n"
+    "sys.exit(0 if q >= 0 else ctypes.get_errno())\n")
+DEV_PROBE = ('ls -A /dev/shm | tr "\\n" " "; echo "|$(ls -A /dev/mqueue | tr "\\n" " ")|'
+             '$(stat -c %d /dev /dev/shm /dev/mqueue | tr "\\n" " ")"')
+
+
+def dev_view(res) -> tuple[set[str], set[str], list[str]]:
+    shm, mq, devs = last_line(res).split("|")
+    return set(shm.split()), set(mq.split()), devs.split()
+
+
+@pytest.fixture()
+def node_ipc(cluster: Cluster):
+    """A shared-memory segment and a message queue of the node's, removed afterwards."""
+    name = f"squall-ipc-{time.time_ns()}"
+    cluster.put(f"{HOME}/make-ipc.py", MAKE_ON_NODE)
+    srun(cluster, "", f"python3 {HOME}/make-ipc.py {name}")
+    node = dev_view(srun(cluster, "", DEV_PROBE))
+    assert name in node[0] and f"{name}-q" in node[1], node
+    yield name, node
+    srun(cluster, "", f"rm -f /dev/shm/{name} /dev/mqueue/{name}-q /dev/shm/other-{name} "
+                      f"/dev/shm/inside-{name} /dev/mqueue/inside-{name}", check=False)
+
+
+def test_without_unshare_ipc_the_node_s_shm_and_mqueue_are_visible(cluster: Cluster,
+                                                                   image: str,
+                                                                   node_ipc) -> None:
+    name, node = node_ipc
+    shm, mq, devs = dev_view(srun(cluster, f"--container-image={image}", DEV_PROBE))
+    assert name in shm and f"{name}-q" in mq, (shm, mq)
+    assert devs == node[2], "without unshare the container's /dev is the node's (Pyxis)"
+
+
+def test_unshare_ipc_gives_a_private_shm_and_mqueue(cluster: Cluster, image: str,
+                                                    node_ipc) -> None:
+    name, node = node_ipc
+    # Another container (sharing the node's IPC) leaves a segment too.
+    srun(cluster, f"--container-image={image}", f"touch /dev/shm/other-{name}")
+    res = srun(cluster, f"--container-image={image} --container-unshare=ipc",
+               f"{DEV_PROBE}; touch /dev/shm/inside-{name} /dev/mqueue/inside-{name}")
+    shm, mq, devs = dev_view(res)
+    assert not {name, f"other-{name}"} & shm, shm
+    assert f"{name}-q" not in mq, mq
+    assert all(mine != theirs for mine, theirs in zip(devs, node[2], strict=True)), (devs, node[2])
+    # And what the container made stays in it.
+    after = dev_view(srun(cluster, "", DEV_PROBE))
+    assert f"inside-{name}" not in after[0] and f"inside-{name}" not in after[1], after
+
+
+def test_unshare_ipc_dev_still_has_what_programs_need(cluster: Cluster, image: str) -> None:
+    res = srun(cluster, f"--container-image={image} --container-unshare=ipc",
+               "echo x > /dev/null && head -c 4 /dev/urandom | wc -c && head -c 3 /dev/zero | "
+               "wc -c && ls -d /dev/pts /dev/fd/ && test -w /dev/shm && echo ok")
+    assert res.out.split() == ["4", "3", "/dev/pts", "/dev/fd/", "ok"], res
+
+
+def test_a_step_joining_a_named_container_gets_its_ipc_and_its_shm(cluster: Cluster,
+                                                                    image: str) -> None:
+    name = f"i{time.time_ns()}"
+    ready = f"{HOME}/ipc-{name}.ready"
+    jobid = allocate(cluster)
+    try:
+        background_step(cluster, jobid, f"--container-image={image} --container-name={name} "
+                                        f"--container-unshare=ipc --container-mounts={HOME}",
+                        f"touch /dev/shm/held-{name} && readlink /proc/self/ns/ipc > {ready}.tmp "
+                        f"&& mv {ready}.tmp {ready} && exec sleep 300")
+        held = wait_for(cluster, ready).strip()
+        joined = cluster.run(f"srun --jobid={jobid} -N1 --overlap --container-name={name} "
+                             "sh -c 'readlink /proc/self/ns/ipc; ls /dev/shm'")
+        assert joined.out.split() == [held, f"held-{name}"], joined
+    finally:
+        end_job(cluster, jobid)
+        cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node=NODE,
+                    check=False)
