@@ -139,8 +139,12 @@ containers_export() {
     trap 'exit 1' INT TERM HUP
     local squash_opts
     read -ra squash_opts <<<"$ENROOT_SQUASH_OPTIONS"
-    # -all-root: files owned by root in the image, as Enroot exports them.
-    out=$(mksquashfs "$src" "$tmp" -noappend -no-progress -quiet -all-root ${squash_opts[@]+"${squash_opts[@]}"} 2>&1) ||
+    # -all-root: files owned by root in the image, as Enroot exports them; without the
+    # rootfs lock file that `enroot start` leaves, as Enroot excludes it.
+    local exclude=()
+    [[ ! -f $src/.lock ]] || exclude=(-e "$src/.lock")
+    out=$(mksquashfs "$src" "$tmp" -noappend -no-progress -quiet -all-root ${squash_opts[@]+"${squash_opts[@]}"} \
+        ${exclude[@]+"${exclude[@]}"} 2>&1) ||
         fail "Cannot export $name to $out_file: ${out##*$'\n'} (check ENROOT_SQUASH_OPTIONS and free space)"
     mv -f -T -- "$tmp" "$out_file" || fail "Cannot rename $tmp to $out_file"
     trap - EXIT INT TERM HUP

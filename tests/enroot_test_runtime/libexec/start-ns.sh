@@ -105,6 +105,12 @@ run_conf_and_hooks() {
 }
 
 mount_rootfs
+# Enroot's rootfs lock: /.lock, held while the container is configured (so two starts of one
+# created container do not configure it at once), then bound read-only. For an image it is
+# in the overlay's upper layer; for a created container it stays in its directory. `enroot
+# list -f` and `enroot exec` know a container by it.
+exec {lock_fd}>"$R/.lock" || fail "Cannot create the rootfs lock $ENROOT_TEST_SOURCE/.lock"
+flock -w 30 "$lock_fd" || fail "Could not acquire rootfs lock $ENROOT_TEST_SOURCE/.lock (another start holds it)"
 if is_true "$ENROOT_RESTRICT_DEV"; then
     [[ -d $R/dev ]] || mkdir -- "$R/dev"
     mount_restricted_dev
@@ -121,6 +127,7 @@ run_conf_and_hooks
 mount_fstab_file "$S/mounts" "a mount queued by a hook" 0
 [[ ! -f $S/conf.fstab ]] || mount_fstab_file "$S/conf.fstab" "mounts() of $opt_conf" 0
 for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do mount_spec "$R" "$m"; done
+queue_mount "$R/.lock" bind "$R/.lock" "$R/.lock" 0 nosuid,nodev,noexec,ro,private
 flush_mounts
 # --rc FILE, else the conf's rc(), replaces the image's /etc/rc; read before the root switch.
 rc_file="$opt_rc"
@@ -142,5 +149,5 @@ else
 fi
 keepcaps=0
 ((EUID != 0)) || keepcaps=1
-exec {sleep_fd}<&-
+exec {sleep_fd}<&- {lock_fd}>&-
 exec perl "$ENROOT_TEST_LIBEXEC/switchroot.pl" "$HOSTTYPE" "$R" "$S/environ" "$readonly" "$keepcaps" "${argv[@]}"
