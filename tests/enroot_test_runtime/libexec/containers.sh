@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Named containers of the test double: create, list, remove, export. A named container
-# is a directory $ENROOT_DATA_PATH/NAME holding an extracted root filesystem.
+# Named containers of the test double: create, remove, export, load (list: list.sh). A
+# named container is a directory $ENROOT_DATA_PATH/NAME holding an extracted root filesystem.
 
 # check_name NAME: names are plain directory names under the data path.
 check_name() {
@@ -64,30 +64,6 @@ rm_tree() {
     rm -rf --one-file-system -- "$1" 2>/dev/null && return 0
     chmod -R u+rwX -- "$1" 2>/dev/null || true
     rm -rf --one-file-system -- "$1"
-}
-
-containers_list() {
-    local fancy=0 d name pid comm
-    case "${1-}" in
-        "") ;;
-        -f | --fancy) fancy=1 ;;
-        *) fail "Unknown option for enroot list: '$1' (usage: enroot list [-f])" ;;
-    esac
-    ((fancy)) && printf '%s\t%s\t%s\n' NAME PID COMM
-    for d in "$ENROOT_DATA_PATH"/*/; do
-        [[ -d $d ]] || continue
-        d="${d%/}"
-        name="${d##*/}"
-        if ! ((fancy)); then printf '%s\n' "$name"; continue; fi
-        local any=0
-        while read -r pid; do
-            [[ -n $pid ]] || continue
-            any=1
-            comm=$(<"/proc/$pid/comm") 2>/dev/null || comm="?"
-            printf '%s\t%s\t%s\n' "$name" "$pid" "$comm"
-        done < <(running_pids "$d")
-        ((any)) || printf '%s\t-\t-\n' "$name"
-    done
 }
 
 containers_remove() {
