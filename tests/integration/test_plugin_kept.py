@@ -93,6 +93,22 @@ def test_different_flags_get_their_own_kept_container(cluster: Cluster, image: s
     assert wait_clean(cluster, node=NODE) == ""
 
 
+def test_steps_with_other_task_counts_share_the_kept_container(cluster: Cluster,
+                                                               image: str) -> None:
+    """srun -n 1, -n 4 and -n 8 in one job: one runtime start on the node, and each task
+    sees its own step's task count (not the one the container started with)."""
+    v = f"--container-image={image} --container-log=verbose"
+    show = "bash -c 'echo $SLURM_NTASKS.$SLURM_STEP_NUM_TASKS'"
+    res = in_job(cluster, [f"srun -n1 {v} {show}", f"srun -n4 -O {v} {show}",
+                           f"srun -n8 -O {v} {show}", f"srun -n1 {v} {show}"])
+    ways = served(res.err)
+    assert len(ways) == 4, res
+    assert ["started" in w for w in ways] == [True, False, False, False], ways
+    assert res.err.count("start container") == 1, res.err
+    assert sorted(res.out.split()) == sorted(["1.1"] + ["4.4"] * 4 + ["8.8"] * 8 + ["1.1"]), res
+    assert wait_clean(cluster, node=NODE) == ""
+
+
 def test_named_containers_keep_their_own_rules(cluster: Cluster, image: str) -> None:
     name = f"kn{time.time_ns() % 100000}"
     step = (f"srun --container-image={image} --container-name={name} --container-writable "

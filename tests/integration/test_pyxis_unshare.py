@@ -226,7 +226,7 @@ def test_unshare_ipc_dev_still_has_what_programs_need(cluster: Cluster, image: s
     res = srun(cluster, f"--container-image={image} --container-unshare=ipc",
                "echo x > /dev/null && head -c 4 /dev/urandom | wc -c && head -c 3 /dev/zero | "
                "wc -c && ls -d /dev/pts /dev/fd/ && test -w /dev/shm && echo ok")
-    assert res.out.split() == ["4", "3", "/dev/pts", "/dev/fd/", "ok"], res
+    assert res.out.split() == ["4", "3", "/dev/fd/", "/dev/pts", "ok"], res
 
 
 def test_a_step_joining_a_named_container_gets_its_ipc_and_its_shm(cluster: Cluster,
