@@ -44,7 +44,9 @@ def run(*argv: str | Path) -> dict[str, str]:
 
 
 KEYS = [c * 32 for c in "abcdef"]
-UNSQUASHFS = '#!/bin/sh\n# unsquashfs -no-progress -no-xattrs -d DEST IMAGE\nmkdir -p "$4/etc"\n'
+# A stand-in for unsquashfs: makes DEST/etc (DEST: the argument after -d).
+UNSQUASHFS = ('#!/bin/sh\nwhile [ "$#" -gt 1 ]; do [ "$1" = -d ] && mkdir -p "$2/etc"; '
+              'shift; done\n')
 
 
 def zombie() -> int:
