@@ -49,13 +49,24 @@ containers_create() {
     tmp="$ENROOT_DATA_PATH/.create.$name.$$"
     trap 'rm_tree "$tmp"' EXIT
     trap 'exit 1' INT TERM HUP
-    if ! out=$(unsquashfs -no-progress -quiet -d "$tmp" "$image" 2>&1); then
+    # As Enroot: user xattrs only, then its permission fix-up.
+    if ! out=$(unsquashfs -no-progress -quiet -user-xattrs -d "$tmp" "$image" 2>&1); then
         fail "Cannot extract $image into $ENROOT_DATA_PATH: ${out##*$'\n'} (images for unprivileged users must not hold device nodes)"
     fi
+    fix_perms "$tmp" || fail "Cannot make $tmp readable and writable by uid $EUID"
     [[ ! -e $dest ]] || rm_tree "$dest"
     mv -T -- "$tmp" "$dest" || fail "Cannot rename $tmp to $dest"
     trap - EXIT INT TERM HUP
     printf '%s\n' "$name"
+}
+
+# fix_perms DIR: Enroot's common::fixperms. Some distributions ship directories the owner
+# cannot write and files it cannot read (they count on CAP_DAC_OVERRIDE): within five
+# levels, such directories get u+w and other such entries u+r. One find run, chmod in
+# batches: a chmod per file costs seconds on a large image.
+fix_perms() {
+    find "$1" -maxdepth 5 \( -type d ! -perm -0200 -exec chmod -f u+w -- {} + \) \
+        -o \( ! -perm -0400 -exec chmod -f u+r -- {} + \)
 }
 
 # rm_tree DIR: delete an extracted tree, even where the image left directories read-only.
