@@ -14,11 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "extracted.h"
 #include "hooktext.h"
 #include "kept.h"
 #include "lifecycle.h"
 #include "mountinfo.h"
+#include "nodecache.h"
 #include "pidfd.h"
 #include "procstat.h"
 #include "protocol.h"
@@ -366,6 +368,12 @@ static void kept_source(const struct sq_kept_step *s, struct sq_start_request *r
 		args[4] = NULL;
 		return;
 	}
+	/* A job on more nodes than local_cache_max_nodes starts no extraction: each node would
+	 * read the whole image from the shared file system (nodecache.h). */
+	for (size_t i = 0; req->envp != NULL && req->envp[i] != NULL; i++)
+		if (strncmp(req->envp[i], "SLURM_JOB_NUM_NODES=", 20) == 0 &&
+		    !sq_cache_may_fill(req->envp[i] + 20, sq_config_cache_max_nodes()))
+			return;
 	snprintf(max_bytes, maxlen, "%llu", (unsigned long long)s->cache_gb << 30);
 	args[0] = "--fill-cache";
 	args[1] = s->cache_dir;
