@@ -131,9 +131,9 @@ static int runtime_event(int *status)
 	return 'X';
 }
 
-/* Extract the image into the cache in the background, at the lowest priority, in the
- * keeper's session (so it ends with the container when the job does, leaving an
- * unfinished extraction that is never used and is removed later). */
+/* Extract the image into the cache in the background, in the keeper's session (so it
+ * ends with the container when the job does, leaving a partial tree KEY.part that the
+ * next job's extraction resumes), yielding to the job's steps (extracted.h). */
 static void fill_cache(void)
 {
 	pid_t pid = fork();

@@ -9,8 +9,11 @@
  *   CACHE/UID/KEY.size          its size in bytes (for eviction)
  *   CACHE/UID/KEY.lock          held shared while a container uses the tree, exclusive
  *                               while it is extracted or evicted; its mtime is the last use
- *   CACHE/UID/KEY.tmp-PID/      an extraction in progress (or left by a killed one, removed
- *                               by the next extraction or eviction)
+ *   CACHE/UID/KEY.part/rootfs   an extraction in progress, or cut short by its job's end:
+ *                               the next extraction resumes it; counted and evicted (least
+ *                               recently used first) like a complete tree
+ *   CACHE/UID/KEY.part/started  when its first run began (files written later are redone)
+ *   CACHE/UID/KEY.tmp-PID/      an older squall's extraction: removed once dead
  */
 #ifndef SQUALL_PLUGIN_EXTRACTED_H
 #define SQUALL_PLUGIN_EXTRACTED_H
@@ -36,12 +39,17 @@ int sq_extracted_hold(const char *cache_dir, const char *key);
 
 /* Extract image into CACHE_DIR/KEY with unsquashfs (absolute path), unless it is there or
  * another process is extracting it; evict (max_bytes, SQ_CACHE_MAX_AGE_S) before, and again
- * once the new tree counts. Runs at the lowest CPU and I/O priority. 0 done or skipped, -1
- * failed (nothing published, nothing left). */
+ * once the new tree counts. Extracts into KEY.part, resuming what an earlier run cut short
+ * left there (core/nodecache.h: the files already complete are kept, the rest extracted
+ * over them); publishes by rename only a complete tree, synced, and drops it from the page
+ * cache. unsquashfs runs at SCHED_IDLE, nice 19, ioprio idle, in a duty cycle that yields
+ * to the other work on the node (sq_yield_next), and dies with the caller. 0 done or
+ * skipped, -1 failed (nothing published, nothing left: a failed run is not resumed). */
 int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
 		       const char *unsquashfs, unsigned long long max_bytes);
 
-/* Remove entries as core/nodecache.h plans, dead extractions and half-removed trees. An
+/* Remove entries (complete trees and partial KEY.part ones whose lock is free) as
+ * core/nodecache.h plans, dead extractions and half-removed trees. An
  * extraction KEY.tmp-PID is dead when PID is gone or a zombie (/proc/PID/stat; kill(pid, 0)
  * succeeds on a zombie) or nobody holds KEY.lock (the PID was reused); live ones count
  * toward max_bytes while they exist and are never removed. The directory is opened
