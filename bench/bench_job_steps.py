@@ -9,7 +9,11 @@ of them alike, timed on the login node:
   time) for a ~100 MB and a ~2 GB image (start must be flat in image size, within 20 %);
 - later container steps of the same job (`salloc` then steps; target: within 25 ms of a
   bare step in a job on the test runtime);
-- 8 tasks on one node (`-n8 -O`), first step and later steps;
+- 8 tasks on one node (`-n8 -O`), first step and later steps, against bare steps of 8
+  tasks (Slurm's own cost of 8 tasks on a 2-core node is most of it): the container's cost
+  over a bare step with 8 tasks must be within 50 ms of its cost with one (issue 22);
+- a job whose steps run `-n 1`, `-n 4 -O`, `-n 8 -O` in turn: how many runtime starts it
+  takes on the node (issue 22: one; before, one per distinct task count);
 - reading 20,000 files of 4-64 KB with one `tar -cf - DIR | wc -c` in the container,
   first step and later steps, against the same tree extracted on the node (tmpfs, and the
   host's disk through /fsx) read without a container (target: within 2x).
@@ -101,6 +105,16 @@ def steps_in_job(cluster: Cluster, step: str, steps: int, extra: str = "") -> li
     return [int(x) / 1000 for x in res.out.split()]
 
 
+def runtime_starts(cluster: Cluster, step: str) -> dict[str, int]:
+    """One job, steps of -n 1, -n 4 -O, -n 8 -O three times over: runtime starts on NODE
+    (the verbose log names a "start container" phase only when the runtime started)."""
+    shapes = ["-n1", "-n4 -O", "-n8 -O"] * 3
+    inner = "\n".join(f"srun {n} {step} --container-log=verbose true 2>&1 | grep timings"
+                      for n in shapes)
+    res = cluster.run(f"salloc -N1 -w {NODE} -Q bash -c {shlex.quote(inner)}", timeout=900)
+    return {"steps": len(shapes), "starts": res.out.count("start container")}
+
+
 def tar_ms(cluster: Cluster, prefix: str, tree: str, runs: int) -> list[float]:
     """ms of `tar -cf - TREE | wc -c` measured where it runs (inside the step)."""
     probe = ("s=$(date +%s%N); n=$(tar -cf - " + tree + " | wc -c); e=$(date +%s%N);"
@@ -187,6 +201,7 @@ def main() -> int:
         for name, cmd in (("bare srun (new job)", f"srun -N1 -w {NODE} true"),
                           ("first container step, 100 MB", f"srun {c100} true"),
                           ("first container step, 2 GB", f"srun {c2g} true"),
+                          ("bare srun (new job), 8 tasks", f"srun -n8 -O -N1 -w {NODE} true"),
                           ("first container step, 8 tasks, 100 MB", f"srun -n8 -O {c100} true"),
                           *([("container step, " + per + ", 100 MB", f"srun {c100} {per} true"),
                              ("container step, " + per + ", 2 GB", f"srun {c2g} {per} true")]
@@ -197,8 +212,11 @@ def main() -> int:
             steps_in_job(cluster, "true", opts.steps)[1:])
         cases.setdefault("later container steps of a job, 100 MB", []).extend(
             steps_in_job(cluster, f"--container-image={img100} {x} true", opts.steps)[1:])
+        cases.setdefault("bare step in a job, 8 tasks", []).extend(
+            steps_in_job(cluster, "-n8 -O true", opts.steps)[1:])
         cases.setdefault("later container steps of a job, 8 tasks", []).extend(
             steps_in_job(cluster, f"-n8 -O --container-image={img100} {x} true", opts.steps)[1:])
+    starts = runtime_starts(cluster, f"--container-image={img100} {x}")
 
     reads: dict[str, list[float]] = {}
     for _ in range(opts.reads):
@@ -221,6 +239,7 @@ def main() -> int:
         "steps": opts.steps, "note": opts.note, "extra_srun": x,
         "load": os.getloadavg()[0], "sizes": sizes,
         "steps_ms": {k: round(med(v), 1) for k, v in cases.items()},
+        "runtime_starts": starts,
         "reads_ms": {k: round(med(v), 1) for k, v in reads.items()},
         "raw": {"steps": cases, "reads": reads},
     }
@@ -255,6 +274,11 @@ def render(data: dict) -> str:
         for n in names:
             cells = [f"{data[lb][key][n]:.0f}" if n in data[lb][key] else "" for lb in labels]
             lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    starts = [(lb, data[lb]["runtime_starts"]) for lb in labels if "runtime_starts" in data[lb]]
+    if starts:
+        lines += ["", "## Runtime starts in a job whose steps run -n 1, -n 4 -O, -n 8 -O", "",
+                  "| label | steps | runtime starts on the node |", "|---|---|---|"]
+        lines += [f"| {lb} | {st['steps']} | {st['starts']} |" for lb, st in starts]
     lines += ["", "## Against the targets", ""]
     for label in labels:
         s, r = data[label]["steps_ms"], data[label]["reads_ms"]
@@ -268,6 +292,17 @@ def render(data: dict) -> str:
                      f"first step 100 MB vs 2 GB differ by {spread:.0f} % (target <= 20); "
                      f"reads in later steps {inside / max(disk, 1e-9):.1f}x the host disk, "
                      f"{inside / max(tmpfs, 1e-9):.1f}x tmpfs (target <= 2x)")
+        if "bare step in a job, 8 tasks" in s:
+            one = s["later container steps of a job, 100 MB"] - s["bare step in a job"]
+            eight = (s["later container steps of a job, 8 tasks"]
+                     - s["bare step in a job, 8 tasks"])
+            first1 = s["first container step, 100 MB"] - s["bare srun (new job)"]
+            first8 = (s["first container step, 8 tasks, 100 MB"]
+                      - s["bare srun (new job), 8 tasks"])
+            lines.append(f"- {label}: the container over a bare step, later steps: {one:+.0f} ms "
+                         f"with 1 task, {eight:+.0f} ms with 8; first steps: {first1:+.0f} ms "
+                         f"with 1, {first8:+.0f} ms with 8 (target: 8 tasks within 50 ms of "
+                         "1)")
     return "\n".join(lines) + "\n"
 
 
