@@ -12,12 +12,12 @@ for var in $(compgen -e SLURM_ || true); do
     printf '%s=%s\n' "$var" "${!var}" >>"$ENROOT_ENVIRON"
 done
 
-# bind DIR OPTS: DIR at its own path (spaces escaped as fstab wants them).
+# bind DIR OPTS: DIR at its own path, in the short form Enroot's hook writes ("SRC OPTS";
+# spaces escaped as fstab wants them).
 bind() {
     local d=${1%/}
     d=${d// /\\040}
-    printf '%s %s none x-create=dir,bind,rw,nosuid,noexec,nodev,private%s\n' "$d" "$d" "$2" \
-        >>"$ENROOT_MOUNTS"
+    printf '%s x-create=dir,bind,rw,nosuid,noexec,nodev,private%s\n' "$d" "$2" >>"$ENROOT_MOUNTS"
 }
 
 if [[ -z ${SLURM_MPI_TYPE-} || $SLURM_MPI_TYPE == pmix* ]] && compgen -e PMIX_ >/dev/null; then

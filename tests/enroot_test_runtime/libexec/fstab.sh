@@ -10,8 +10,12 @@ mount_fstab_line() {
     read -r src dst type opts _ <<<"$line"
     [[ -z $src || $src == \#* ]] && return 0
     [[ -n ${dst-} ]] || fail "Bad mount entry '$line' in $origin: it needs at least 'SRC DST'"
-    # Enroot lets TYPE be left out: "/proc /proc rbind", "tmpfs /tmp".
-    if [[ -z ${opts-} && ${type-} =~ ^(r?bind|ro|rw|x-.*|.*[,=].*)$ ]]; then
+    local optlike='^(r?bind|ro|rw|x-.*|.*[,=].*)$'
+    # Enroot lets TYPE be left out: "/proc /proc rbind", "tmpfs /tmp"; and DST too when it
+    # is SRC: "/src x-create=dir,bind,..." (the lines its 50-slurm-pmi.sh writes).
+    if [[ -z ${type-} && $dst != /* && $dst =~ $optlike ]]; then
+        opts="$dst" dst="$src"
+    elif [[ -z ${opts-} && ${type-} =~ $optlike ]]; then
         opts="$type" type=""
     fi
     [[ -n ${type-} ]] || { [[ $src == tmpfs ]] && type=tmpfs || type=none; }
