@@ -33,8 +33,9 @@ exec_main() {
             fail "Invalid argument: $e (use KEY or KEY=VALUE with KEY made of letters, digits and _)"
     done
     # As Enroot: kill -0 tells whether the process is there (and ours to signal).
-    [[ $pid =~ ^[1-9][0-9]*$ ]] && kill -0 "$pid" 2>/dev/null ||
+    if ! [[ $pid =~ ^[1-9][0-9]*$ ]] || ! kill -0 "$pid" 2>/dev/null; then
         fail "Process not found: $pid (give the PID of a running container; see 'enroot list -f')"
+    fi
     # Enroot's lock file marks a container's root (runtime.sh's list -f test, too).
     [[ -e /proc/$pid/root/.lock ]] ||
         fail "Process is not a container: $pid (its root has no /.lock; see 'enroot list -f')"
