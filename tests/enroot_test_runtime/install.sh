@@ -1,17 +1,18 @@
 #!/bin/bash
 # Install squall's Enroot TEST DOUBLE (not NVIDIA Enroot) on a test node.
 # Usage: install.sh [PREFIX [SYSCONF]]   (defaults: /opt/enroot-test-runtime, /etc/enroot)
-# Needs at run time: bash, perl-base, util-linux (unshare, setpriv, mount), squashfs-tools,
-# squashfuse, fuse-overlayfs, fuse3; /dev/fuse usable by the job users.
+# Needs at run time: bash, perl-base, util-linux (unshare, setpriv, mount, flock, nsenter,
+# lsns), procps (ps), squashfs-tools, squashfuse, fuse-overlayfs, fuse3; /dev/fuse usable by
+# the job users.
 set -euo pipefail
 
 prefix="${1:-/opt/enroot-test-runtime}"
 sysconf="${2:-/etc/enroot}"
 here="$(cd -- "${BASH_SOURCE[0]%/*}" && pwd)"
 
-for tool in unshare setpriv mount unsquashfs mksquashfs squashfuse fuse-overlayfs perl; do
+for tool in unshare setpriv mount flock nsenter lsns ps unsquashfs mksquashfs squashfuse fuse-overlayfs perl; do
     command -v "$tool" >/dev/null || {
-        printf '[ERROR] %s is missing: install util-linux, squashfs-tools, squashfuse, fuse-overlayfs and perl-base\n' "$tool" >&2
+        printf '[ERROR] %s is missing: install util-linux, procps, squashfs-tools, squashfuse, fuse-overlayfs and perl-base\n' "$tool" >&2
         exit 1
     }
 done
