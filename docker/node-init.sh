@@ -41,6 +41,17 @@ install -d -m 0755 /run/squall
 # node's own / is Docker's fuse-overlayfs). Removed with /fsx by `cluster.sh down`.
 install -d -m 0755 "/fsx/.node-local/$(hostname)" /var/lib/squall
 mountpoint -q /var/lib/squall || mount --bind "/fsx/.node-local/$(hostname)" /var/lib/squall
+# Named containers (enroot create) on the node, as Pyxis advises for the data path: in the
+# home on /fsx two nodes race for one name, and Enroot's `list -f` names a container only
+# when its filesystem is mounted at its own root (the home here is a bind of the host's).
+install -d -m 0755 /var/lib/enroot
+mountpoint -q /var/lib/enroot ||
+  mount -t tmpfs -o mode=0755,nosuid,nodev,size=4g squall-enroot-data /var/lib/enroot
+for u in squall alice; do
+  id "$u" >/dev/null 2>&1 && install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")"
+done
+grep -q '^ENROOT_DATA_PATH' /etc/enroot/enroot.conf 2>/dev/null ||
+  echo 'ENROOT_DATA_PATH /var/lib/enroot/${UID}' >>/etc/enroot/enroot.conf
 
 # Per-node plugstack arguments (e.g. node3 points its EFA roots at a stand-in tree).
 # Rebuilt from the image's copy at every start, so a restarted node does not repeat them.

@@ -51,3 +51,25 @@ def test_a_named_container_is_listed_under_its_name(cluster: Cluster, image: str
     finally:
         end_job(cluster, jobid)
         cluster.run(f"{ENROOT} remove -f pyxis_{name}", node=NODE, check=False)
+
+
+def test_enroot_exec_into_a_running_named_container(cluster: Cluster, image: str) -> None:
+    """What a Pyxis user does: find the container's PID with `enroot list -f`, then
+    `enroot exec PID CMD` into it (the test runtime's exec, as Enroot's)."""
+    name = f"x{time.time_ns()}"
+    ready = f"{HOME}/exec-{name}.ready"
+    jobid = allocate(cluster)
+    try:
+        background_step(cluster, jobid, f"--container-image={image} --container-name={name} "
+                                        f"--container-mounts={HOME}",
+                        f"readlink /proc/self/ns/mnt > {ready}.tmp && "
+                        f"mv {ready}.tmp {ready} && exec sleep 300")
+        task_ns = wait_for(cluster, ready).strip()
+        rows = [line.split() for line in listing(cluster).splitlines()]
+        pid = next(row[1] for row in rows if row and row[0] == f"pyxis_{name}")
+        res = cluster.run(f"{ENROOT} exec {pid} sh -c 'readlink /proc/self/ns/mnt; "
+                          "grep ^ID= /etc/os-release'", node=NODE)
+        assert res.out.split() == [task_ns, "ID=squalltest"], res
+    finally:
+        end_job(cluster, jobid)
+        cluster.run(f"{ENROOT} remove -f pyxis_{name}", node=NODE, check=False)
