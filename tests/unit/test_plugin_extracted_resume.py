@@ -168,12 +168,12 @@ def cut_short(cache_probe: Path, cache: Path, image: Path, files: int) -> None:
 def test_an_extraction_cut_short_is_resumed_not_started_over(cache_probe, cache, tmp_path):
     image = make_image(tmp_path, 4000)
     ref = listing(one_shot(tmp_path, image))
-    cut_short(cache_probe, cache, image, files=800)
+    cut_short(cache_probe, cache, image, files=300)
     part = cache / f"{KEY}.part" / "rootfs"
     assert part.is_dir() and not (cache / KEY).exists()
     written = {n: i for n, i in inodes(part).items()
                if (part / n).lstat().st_mtime < RECENT}
-    assert len(written) >= 500
+    assert len(written) >= 150
     assert run(cache_probe, "build", cache, KEY, image, shutil.which("unsquashfs") or "",
                1 << 40) == {"rc": "0"}
     tree = cache / KEY / "rootfs"
