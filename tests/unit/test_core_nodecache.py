@@ -191,3 +191,28 @@ def test_jobs_on_more_nodes_than_the_bound_do_not_start_extractions():
     assert may_fill(None, 1) and may_fill("", 1)             # no count: this node alone
     assert not may_fill("99999999999999999999", 16)          # too many to count: many
     assert may_fill("x", 1) and may_fill("-3", 1)
+
+
+def test_any_line_parses_within_its_bounds_or_is_refused():
+    """The listing is the user's own image's: mangled lines never read past their end."""
+    import random
+    rnd = random.Random(22)
+    seeds = [b"-rw-r--r-- 0/0 5000 2020-09-13 12:26 squashfs-root/a/f2",
+             b"lrwxrwxrwx 0/0 4 2026-12-02 00:44 squashfs-root/lnk -> a/f1",
+             b"crw-r--r-- 0/0 1,  3 2020-09-13 12:26 squashfs-root/dev/null"]
+    e = ffi.new("struct sq_list_entry *")
+    for _ in range(20_000):
+        line = bytearray(rnd.choice(seeds))
+        for _ in range(rnd.randint(1, 4)):
+            op, i = rnd.randrange(3), rnd.randrange(len(line) + 1)
+            if op == 0:
+                line[i:i] = bytes([rnd.randrange(256)])
+            elif op == 1 and i < len(line):
+                del line[i]
+            elif i < len(line):
+                line[i] = rnd.choice(b" /->:,0123456789-lrwxdst")
+        n = rnd.randint(0, len(line))            # also a length shorter than the buffer
+        if lib.sq_cache_list_parse(ffi.new("char[]", bytes(line)), n, e) == 0:
+            assert e.name_off + e.name_len <= n
+            assert e.target_off + e.target_len <= n
+            assert e.type in b"-dlcbps" and e.mode <= 0o7777
