@@ -120,12 +120,6 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 
 /* What the plugin's kept container (spank/plugin/kept.c) needs of the config beyond the
  * step's facts it is handed: set by each successful parse (once per plugin process). */
-static int last_cache_max_nodes = SQ_CACHE_MAX_NODES_DEFAULT;
-
-int sq_config_cache_max_nodes(void)
-{
-	return last_cache_max_nodes;
-}
 
 void sq_config_free(struct sq_config *c)
 {
@@ -191,7 +185,6 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 		if (set_key(c, &keys[k], arg, eq + 1, err, errlen) != 0)
 			goto fail;
 	}
-	last_cache_max_nodes = c->local_cache_max_nodes;
 	return 0;
 fail:
 	sq_config_free(c);

@@ -76,9 +76,4 @@ struct sq_config {
 int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err, size_t errlen);
 void sq_config_free(struct sq_config *c);
 
-/* local_cache_max_nodes of the last successful sq_config_parse in this process (the plugin
- * parses once per process), SQ_CACHE_MAX_NODES_DEFAULT before any: for spank/plugin/kept.c,
- * which is handed the step's facts (struct sq_kept_step), not the config. */
-int sq_config_cache_max_nodes(void);
-
 #endif

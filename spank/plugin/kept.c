@@ -372,7 +372,7 @@ static void kept_source(const struct sq_kept_step *s, struct sq_start_request *r
 	 * read the whole image from the shared file system (nodecache.h). */
 	for (size_t i = 0; req->envp != NULL && req->envp[i] != NULL; i++)
 		if (strncmp(req->envp[i], "SLURM_JOB_NUM_NODES=", 20) == 0 &&
-		    !sq_cache_may_fill(req->envp[i] + 20, sq_config_cache_max_nodes()))
+		    !sq_cache_may_fill(req->envp[i] + 20, s->cache_max_nodes))
 			return;
 	snprintf(max_bytes, maxlen, "%llu", (unsigned long long)s->cache_gb << 30);
 	args[0] = "--fill-cache";

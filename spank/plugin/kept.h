@@ -38,6 +38,7 @@ struct sq_kept_step {
 	const char *identity;         /* its identity (image.h) */
 	const char *cache_dir;        /* LOCAL_CACHE/UID, "" when none (extracted.h) */
 	int cache_gb;                 /* its limit */
+	int cache_max_nodes;          /* jobs on more nodes start no extraction; 0: any */
 	const char *layer_path;       /* squall-layer */
 	int idle_s;                   /* the keeper's idle time */
 	struct sq_life_input life;    /* reuse, flag, named, save, batch, entrypoint */

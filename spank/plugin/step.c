@@ -537,7 +537,8 @@ static int use_kept_container(struct sq_step *s, const struct sq_start_request *
 	 * are sq_life_decide's to refuse, like the others. */
 	struct sq_kept_step ks = {
 		s->runtime_dir, s->jobid, s->stepid, s->image.path, s->image.identity,
-		s->cache_dir, cfg->local_cache_gb, SQ_LAYER, SQ_KEPT_IDLE_S,
+		s->cache_dir, cfg->local_cache_gb, cfg->local_cache_max_nodes, SQ_LAYER,
+		SQ_KEPT_IDLE_S,
 		{ cfg->container_reuse, o->reuse, o->name != NULL, s->save_container != NULL,
 		  s->stepid == SQ_STEP_BATCH,
 		  (o->entrypoint >= 0 ? o->entrypoint : cfg->execute_entrypoint) == 1,

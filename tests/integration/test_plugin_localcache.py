@@ -96,3 +96,23 @@ def test_an_extraction_cut_short_is_never_used(cluster: Cluster) -> None:
     wait_complete(cluster, set(left))
     # That extraction cleared what the cut-short one left.
     assert not [e for e in cache_entries(cluster) if ".tmp-" in e], cache_entries(cluster)
+
+
+def test_a_job_on_more_nodes_than_local_cache_max_nodes_extracts_nothing(cluster: Cluster,
+                                                                       image: str) -> None:
+    """Each node of a large job would read the whole image from /fsx: with
+    local_cache_max_nodes=1 a 2-node job reads through squashfuse only, and a 1-node job
+    still fills the cache."""
+    from .pyxis_helpers import current_args, plugstack_args
+    nodes = ("node2", NODE)
+    args = current_args(cluster, node=NODE)
+    with plugstack_args(cluster, f"{args} local_cache_max_nodes=1", nodes=nodes):
+        before = set(cache_entries(cluster))
+        wide = cluster.run(f"srun -N2 -w node2,{NODE} --container-image={image} "
+                           "--container-log=verbose true", timeout=300)
+        assert wide.err.count("timings on") == 2, wide.err
+        assert "extracting it on this node" not in wide.err, wide.err
+        assert wait_clean(cluster, node=NODE) == ""
+        assert set(cache_entries(cluster)) == before, cache_entries(cluster)
+        narrow = step(cluster, image, "true")
+        assert "extracting it on this node in the background" in narrow.err, narrow.err

@@ -131,14 +131,3 @@ def test_unknown_key_names_itself_and_lists_pyxis_keys():
     for key in ("use_squashfuse", "use_enroot_load", "importer", "container_scope"):
         assert key in msg, msg
 
-
-def test_the_plugin_reads_local_cache_max_nodes_of_the_last_parse():
-    """kept.c is handed the step's facts, not the config: it asks the last parse."""
-    from squall._core import lib
-    parse_plugstack_args(["local_cache_max_nodes=64"])
-    assert lib.sq_config_cache_max_nodes() == 64
-    with pytest.raises(SquallError):
-        parse_plugstack_args(["local_cache_max_nodes=64", "bogus=1"])
-    assert lib.sq_config_cache_max_nodes() == 64     # a refused parse changes nothing
-    parse_plugstack_args([])
-    assert lib.sq_config_cache_max_nodes() == 16
