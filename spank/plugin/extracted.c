@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -21,6 +20,8 @@
 #include <unistd.h>
 
 #include "extracted.h"
+#include "governor.h"
+#include "resume.h"
 #include "nodecache.h"
 #include "procstat.h"
 #include "safeopen.h"
@@ -321,383 +322,6 @@ void sq_extracted_evict(const char *cache_dir, unsigned long long max_bytes)
 	close(dfd);
 }
 
-/* --- The extraction, governed (nodecache.h "Yielding to the step") --- */
-
-struct gov_sample {
-	unsigned long long now_us, busy_us, own_us;
-	long long io_us;
-};
-
-static unsigned long long mono_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000;
-}
-
-/* The first line of a /proc file, NUL-terminated, or "" (never blocks: /proc). */
-static void read_proc(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-}
-
-static void sample(pid_t pid, struct gov_sample *g)
-{
-	char buf[1024], path[64];
-	unsigned long long v[8] = { 0 }, ut = 0, st = 0;
-	long tick = sysconf(_SC_CLK_TCK);
-	const char *p;
-
-	if (tick <= 0)
-		tick = 100;
-	g->now_us = mono_us();
-	read_proc("/proc/stat", buf, sizeof(buf));
-	/* cpu user nice system idle iowait irq softirq steal */
-	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
-		g->busy_us = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1000000ULL /
-			     (unsigned long long)tick;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	read_proc(path, buf, sizeof(buf));
-	/* after "(comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt
-	 * cmajflt utime stime */
-	p = strrchr(buf, ')');
-	if (p != NULL && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-				&ut, &st) == 2)
-		g->own_us = (ut + st) * 1000000ULL / (unsigned long long)tick;
-	read_proc("/proc/pressure/io", buf, sizeof(buf));
-	p = strstr(buf, "total=");
-	g->io_us = p != NULL ? strtoll(p + 6, NULL, 10) : -1;
-}
-
-/* Sleep ms unless the child exits first: 1 exited (*status set), 0 not. */
-static int nap_or_exit(pid_t pid, long ms, int *status)
-{
-	unsigned long long until = mono_us() + (unsigned long long)ms * 1000ULL;
-
-	for (;;) {
-		unsigned long long now = mono_us();
-		long left = now >= until ? 0 : (long)((until - now) / 1000);
-		struct timespec t = { 0, (left < 10 ? left : 10) * 1000000L };
-		pid_t r = waitpid(pid, status, WNOHANG);
-
-		if (r == pid || (r < 0 && errno != EINTR))
-			return 1;
-		if (left <= 0)
-			return 0;
-		nanosleep(&t, NULL);
-	}
-}
-
-/* Run argv (the extractor) with stdout on out_fd (or /dev/null), in a process group of its
- * own, at SCHED_IDLE, nice 19 and ioprio idle, killed when this process dies (it may be
- * stopped then); SIGCONT / SIGSTOP in a duty cycle decided by sq_yield_next each period.
- * Returns its wait status, -1 when it could not be started. */
-static int run_governed(char *const argv[], int out_fd)
-{
-	struct gov_sample a, b;
-	int status = -1, duty = SQ_YIELD_FULL, stopped = 0;
-	pid_t parent = getpid(), pid = fork();
-
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		struct sched_param none = { 0 };
-		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(out_fd >= 0 ? out_fd : devnull, 1);
-		}
-		setpriority(PRIO_PROCESS, 0, 19);
-		syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE << 13);
-		sched_setscheduler(0, SCHED_IDLE, &none);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	sample(pid, &a);
-	for (;;) {
-		long run_ms = SQ_YIELD_PERIOD_MS * duty / SQ_YIELD_FULL;
-		struct sq_yield_obs o;
-
-		if (stopped) {
-			kill(-pid, SIGCONT);
-			stopped = 0;
-		}
-		if (nap_or_exit(pid, run_ms, &status))
-			break;
-		if (duty < SQ_YIELD_FULL) {
-			kill(-pid, SIGSTOP);
-			stopped = 1;
-			if (nap_or_exit(pid, SQ_YIELD_PERIOD_MS - run_ms, &status))
-				break;
-		}
-		sample(pid, &b);
-		o.window_us = b.now_us - a.now_us;
-		o.busy_us = b.busy_us > a.busy_us ? b.busy_us - a.busy_us : 0;
-		o.own_us = b.own_us > a.own_us ? b.own_us - a.own_us : 0;
-		o.io_stall_us = a.io_us >= 0 && b.io_us >= a.io_us ? b.io_us - a.io_us : -1;
-		duty = sq_yield_next(duty, &o);
-		a = b;
-	}
-	return status;
-}
-
-/* --- Resuming (nodecache.h "Resuming an extraction cut short") --- */
-
-/* The image's superblock inode count, 0 when unknown. */
-static unsigned long image_inodes(const char *image)
-{
-	unsigned char sb[8];
-	int fd = sq_open_regular(AT_FDCWD, image, 0, NULL);
-	ssize_t n = fd >= 0 ? pread(fd, sb, sizeof(sb), 0) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n != (ssize_t)sizeof(sb) || memcmp(sb, "hsqs", 4) != 0)
-		return 0;
-	return (unsigned long)sb[4] | (unsigned long)sb[5] << 8 | (unsigned long)sb[6] << 16 |
-	       (unsigned long)sb[7] << 24;
-}
-
-/* KEY.part/started: when the first run of this extraction began; 0 when unreadable. */
-static long long read_started(int pfd)
-{
-	char buf[32];
-	long long t = 0;
-	int fd = sq_open_regular(pfd, "started", SQ_OPEN_NOFOLLOW, NULL);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	if (sscanf(buf, "%lld", &t) != 1 || t <= 0)
-		t = 0;
-	return t;
-}
-
-static int write_started(int pfd, long long t)
-{
-	int fd = openat(pfd, "started", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-			O_CLOEXEC, 0600);
-	int ok = fd >= 0 && dprintf(fd, "%lld\n", t) > 0;
-
-	if (fd >= 0)
-		close(fd);
-	return ok ? 0 : -1;
-}
-
-struct sig {
-	unsigned long long size;
-	long long mtime;
-	unsigned mode;
-	long uid, gid;
-};
-
-static int sig_cmp(const void *x, const void *y)
-{
-	const struct sig *a = x, *b = y;
-
-	if (a->size != b->size)
-		return a->size < b->size ? -1 : 1;
-	if (a->mtime != b->mtime)
-		return a->mtime < b->mtime ? -1 : 1;
-	if (a->mode != b->mode)
-		return a->mode < b->mode ? -1 : 1;
-	if (a->uid != b->uid)
-		return a->uid < b->uid ? -1 : 1;
-	return a->gid < b->gid ? -1 : a->gid > b->gid;
-}
-
-/* Read all of fd into a NUL-terminated heap buffer (*len bytes), NULL on failure. */
-static char *slurp(int fd, size_t *len)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap), *grown;
-	ssize_t r;
-
-	while (buf != NULL && (r = read(fd, buf + n, cap - n - 1)) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			free(buf);
-			return NULL;
-		}
-		n += (size_t)r;
-		if (cap - n - 1 == 0) {
-			grown = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
-			if (grown == NULL) {
-				free(buf);
-				return NULL;
-			}
-			buf = grown;
-			cap *= 2;
-		}
-	}
-	if (buf != NULL) {
-		buf[n] = '\0';
-		*len = n;
-	}
-	return buf;
-}
-
-/* Write KEY.part/exclude: the regular files of listing (KEY.part/list) already complete
- * in KEY.part/rootfs, so that the next run extracts only the rest. When the image has hard
- * links (more names than inodes), a complete file that may be a link of one still missing
- * (same size, time, mode, owner) is extracted again, so that unsquashfs links the two.
- * 0 ok (*kept: how many), -1 when the listing cannot be trusted (extract from scratch). */
-static int plan_resume(int pfd, long long first_start, unsigned long inodes, size_t *kept)
-{
-	struct sig *missing = NULL;
-	size_t len = 0, nmissing = 0, cap = 0, names = 0;
-	int lfd = -1, rfd = -1, xfd = -1, rv = -1, pass;
-	char *list = NULL;
-	FILE *out = NULL;
-
-	*kept = 0;
-	lfd = sq_open_regular(pfd, "list", SQ_OPEN_NOFOLLOW, NULL);
-	rfd = openat(pfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (lfd < 0 || rfd < 0 || (list = slurp(lfd, &len)) == NULL)
-		goto fail;
-	for (size_t i = 0; i < len; i++)
-		names += list[i] == '\n';   /* one name a line, the root's included */
-	xfd = openat(pfd, "exclude", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-		     O_CLOEXEC, 0600);
-	if (xfd < 0 || (out = fdopen(xfd, "w")) == NULL)
-		goto fail;
-	xfd = -1;
-	/* Pass 0: which files are missing (their signatures); pass 1: the exclude list. */
-	for (pass = 0; pass < 2; pass++) {
-		const char *l = list;
-
-		while (*l) {
-			const char *nl = strchr(l, '\n'), *line = l;
-			size_t n = nl ? (size_t)(nl - l) : strlen(l);
-			struct sq_list_entry e;
-			char name[PATH_MAX];
-			struct stat st;
-			int done;
-
-			l += n + (nl != NULL);
-			if (sq_cache_list_parse(line, n, &e) < 0)
-				goto fail;
-			if (e.type != '-')
-				continue;
-			if (e.name_len == 0 || e.name_len >= sizeof(name))
-				goto fail;
-			memcpy(name, line + e.name_off, e.name_len);
-			name[e.name_len] = '\0';
-			done = fstatat(rfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			       sq_cache_file_complete(&e, st.st_mode,
-						      (unsigned long long)st.st_size,
-						      (long long)st.st_mtime, first_start);
-			if (pass == 0 && !done && names > inodes) {
-				if (nmissing == cap) {
-					struct sig *g = realloc(missing,
-							       (cap = cap ? 2 * cap : 256) *
-							       sizeof(*g));
-					if (g == NULL)
-						goto fail;
-					missing = g;
-				}
-				missing[nmissing++] = (struct sig){ e.size, e.mtime, e.mode, e.uid,
-								    e.gid };
-			}
-			if (pass == 1 && done && sq_cache_name_listable(name, e.name_len)) {
-				struct sig k = { e.size, e.mtime, e.mode, e.uid, e.gid };
-				if (nmissing > 0 &&
-				    bsearch(&k, missing, nmissing, sizeof(k), sig_cmp) != NULL)
-					continue;
-				if (fprintf(out, "%s\n", name) < 0)
-					goto fail;
-				(*kept)++;
-			}
-		}
-		if (pass == 0 && nmissing > 0)
-			qsort(missing, nmissing, sizeof(*missing), sig_cmp);
-	}
-	if (fflush(out) != 0)
-		goto fail;
-	rv = 0;
-fail:
-	if (out != NULL)
-		fclose(out);
-	if (xfd >= 0)
-		close(xfd);
-	if (lfd >= 0)
-		close(lfd);
-	if (rfd >= 0)
-		close(rfd);
-	free(list);
-	free(missing);
-	return rv;
-}
-
-/* nftw: count names and the inodes shared by several (hard links), for the check that a
- * resumed tree has as many inodes as the image. */
-static unsigned long tree_names;
-static ino_t *linked;
-static size_t nlinked, linkcap;
-
-static int count_inodes(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-	(void)path;
-	(void)type;
-	(void)f;
-	tree_names++;
-	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1) {
-		if (nlinked == linkcap) {
-			ino_t *g = realloc(linked, (linkcap = linkcap ? 2 * linkcap : 256) *
-					   sizeof(*g));
-			if (g == NULL)
-				return 1;
-			linked = g;
-		}
-		linked[nlinked++] = st->st_ino;
-	}
-	return 0;
-}
-
-static int ino_cmp(const void *x, const void *y)
-{
-	ino_t a = *(const ino_t *)x, b = *(const ino_t *)y;
-
-	return a < b ? -1 : a > b;
-}
-
-/* The distinct inodes of the tree at path (it is on one file system), 0 on failure. */
-static unsigned long tree_inodes(const char *path)
-{
-	unsigned long distinct = 0;
-	size_t unique = 0;
-
-	tree_names = 0;
-	nlinked = 0;
-	if (nftw(path, count_inodes, 32, FTW_PHYS) == 0) {
-		qsort(linked, nlinked, sizeof(*linked), ino_cmp);
-		for (size_t i = 0; i < nlinked; i++)
-			unique += i == 0 || linked[i] != linked[i - 1];
-		distinct = tree_names - (unsigned long)(nlinked - unique);
-	}
-	free(linked);
-	linked = NULL;
-	linkcap = 0;
-	return distinct;
-}
-
 /* nftw: what the extraction wrote leaves the page cache once it is on disk, so that it
  * does not push out what the job's steps read. */
 static int drop_cached(const char *path, const struct stat *st, int type, struct FTW *f)
@@ -755,10 +379,10 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 
 	snprintf(part, sizeof(part), "%s.part", key);
 	entry_path(path, sizeof(path), cache_dir, part, "");
-	*inodes = image_inodes(image);
+	*inodes = sq_resume_image_inodes(image);
 	pfd = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd >= 0) {
-		first = read_started(pfd);
+		first = sq_resume_read_started(pfd);
 		if (first <= 0 || first > (long long)time(NULL) || *inodes == 0 ||
 		    fstatat(pfd, "rootfs", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
 			close(pfd);
@@ -776,7 +400,7 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 		if (mkdirat(dfd, part, 0700) < 0)
 			return -1;
 		pfd = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (pfd < 0 || write_started(pfd, (long long)time(NULL)) < 0) {
+		if (pfd < 0 || sq_resume_write_started(pfd, (long long)time(NULL)) < 0) {
 			if (pfd >= 0)
 				close(pfd);
 			return -1;
@@ -796,14 +420,14 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 	argv[2] = "-UTC";
 	argv[3] = image;
 	argv[4] = NULL;
-	status = run_governed((char *const *)argv, lfd);
+	status = sq_run_governed((char *const *)argv, lfd);
 	close(lfd);
 	snprintf(dest, sizeof(dest), "%s/rootfs", path);
-	if (status != 0 || plan_resume(pfd, first, *inodes, &kept) < 0) {
+	if (status != 0 || sq_resume_plan(pfd, first, *inodes, &kept) < 0) {
 		remove_tree(dest);
 		unlinkat(pfd, "list", 0);
 		unlinkat(pfd, "exclude", 0);
-		return write_started(pfd, (long long)time(NULL)) < 0 ? -1 : 0;
+		return sq_resume_write_started(pfd, (long long)time(NULL)) < 0 ? -1 : 0;
 	}
 	/* Directories it may have to write into again (a 0555 one given its mode early):
 	 * every directory is walked by the run, which gives each its mode and times. */
@@ -848,11 +472,11 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	if (resume < 0)
 		goto fail;
 	extract_argv(argv, unsquashfs, dest, image, resume ? exclude : NULL);
-	status = run_governed((char *const *)argv, -1);
+	status = sq_run_governed((char *const *)argv, -1);
 	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		goto fail;
 	/* Resumed: as many inodes as the image (a hard link cut apart would be a copy). */
-	if (resume && tree_inodes(dest) != inodes)
+	if (resume && sq_resume_tree_inodes(dest) != inodes)
 		goto fail;
 	unlinkat(pfd, "list", 0);
 	unlinkat(pfd, "exclude", 0);

@@ -37,7 +37,8 @@ def keeper(tmp_path_factory) -> Path:
                     f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o", str(out),
                     str(ROOT / "spank/hooks/squall-keeper.c"),
                     str(ROOT / "spank/plugin/pidfd.c"), str(ROOT / "spank/plugin/extracted.c"),
-                    str(ROOT / "spank/plugin/sentinel.c"),
+                    str(ROOT / "spank/plugin/sentinel.c"), str(ROOT / "spank/plugin/governor.c"),
+                    str(ROOT / "spank/plugin/resume.c"),
                     *core], check=True)
     return out
 

@@ -34,7 +34,7 @@ def build(out: Path, probe: str, *plugin_sources: str) -> Path:
 @pytest.fixture(scope="module")
 def cache_probe(tmp_path_factory) -> Path:
     return build(tmp_path_factory.mktemp("cache") / "cache_probe", "cache_probe.c",
-                 "extracted.c")
+                 "extracted.c", "governor.c", "resume.c")
 
 
 def run(*argv: str | Path) -> dict[str, str]:

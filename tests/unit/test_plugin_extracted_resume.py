@@ -52,7 +52,7 @@ def need(*tools: str) -> None:
 @pytest.fixture(scope="module")
 def cache_probe(tmp_path_factory) -> Path:
     return build(tmp_path_factory.mktemp("resume") / "cache_probe", "cache_probe.c",
-                 "extracted.c")
+                 "extracted.c", "governor.c", "resume.c")
 
 
 @pytest.fixture()

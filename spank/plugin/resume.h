@@ -1,0 +1,25 @@
+/*
+ * resume.h: resuming an extraction of the node-local cache cut short by a job's end
+ * (nodecache.h "Resuming an extraction cut short": the listing and completeness rules are
+ * pure and in the core). KEY.part/started records when the first run began.
+ */
+#ifndef SQUALL_PLUGIN_RESUME_H
+#define SQUALL_PLUGIN_RESUME_H
+
+#include <stddef.h>
+
+/* The image's superblock inode count, 0 when unknown. */
+unsigned long sq_resume_image_inodes(const char *image);
+/* KEY.part/started: when the first run of this extraction began; 0 when unreadable. */
+long long sq_resume_read_started(int pfd);
+int sq_resume_write_started(int pfd, long long t);
+/* Write KEY.part/exclude: the regular files of listing (KEY.part/list) already complete
+ * in KEY.part/rootfs, so that the next run extracts only the rest. When the image has hard
+ * links (more names than inodes), a complete file that may be a link of one still missing
+ * (same size, time, mode, owner) is extracted again, so that unsquashfs links the two.
+ * 0 ok (*kept: how many), -1 when the listing cannot be trusted (extract from scratch). */
+int sq_resume_plan(int pfd, long long first_start, unsigned long inodes, size_t *kept);
+/* The distinct inodes of the tree at path (it is on one file system), 0 on failure. */
+unsigned long sq_resume_tree_inodes(const char *path);
+
+#endif
