@@ -66,7 +66,8 @@ def table(out: str) -> list[list[str]]:
     starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
     rows = []
     for line in lines:
-        cells = [line[a:b].strip() for a, b in zip(starts, starts[1:] + [len(line)])]
+        cells = [line[a:b].strip()
+                 for a, b in zip(starts, starts[1:] + [len(line)], strict=True)]
         rows.append(cells)
     return rows
 
@@ -129,7 +130,8 @@ def test_list_f_shows_each_container_s_first_process_as_enroot_does(env, image):
         other = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "30"])
         try:
             for _ in range(100):
-                if ns(side.pid, "mnt") == ns(named.pid, "mnt") and ns(other.pid, "mnt") != ns("self", "mnt"):
+                if (ns(side.pid, "mnt") == ns(named.pid, "mnt")
+                        and ns(other.pid, "mnt") != ns("self", "mnt")):
                     break
                 subprocess.run(["sleep", "0.02"])
             out = enroot(env, "list", "-f").stdout
@@ -174,7 +176,8 @@ def test_exec_runs_in_the_container_with_its_root_cwd_and_environment(env, runni
     lines = r.stdout.splitlines()
     assert lines[:3] == [ns(running.pid, k).split("[")[1][:-1] for k in ("mnt", "user", "cgroup")]
     environ = [e.decode() for e in Path(f"/proc/{running.pid}/environ").read_bytes().split(b"\0")]
-    ours = lambda lines: sorted(e for e in lines if e and not e.startswith("PWD="))   # sh sets PWD
+    def ours(entries: list[str]) -> list[str]:
+        return sorted(e for e in entries if e and not e.startswith("PWD="))   # sh sets PWD
     assert ours(lines[3:]) == ours(environ), "the environment is the container's, not the caller's"
 
 

@@ -98,7 +98,8 @@ def test_the_short_fstab_form_enroot_s_hook_writes_binds_at_the_same_path(env, i
     conf = tmp_path / "short.conf"
     esc = str(src).replace(" ", "\\040")
     conf.write_text("hooks() {\n"
-                    f"  echo '{esc} x-create=dir,bind,ro,nosuid,nodev,private' >> \"$ENROOT_MOUNTS\"\n"
+                    f"  echo '{esc} x-create=dir,bind,ro,nosuid,nodev,private'"
+                    " >> \"$ENROOT_MOUNTS\"\n"
                     "}\n")
     r = enroot(env, "start", "-c", str(conf), str(image), "sh", "-c",
                f"cat '{src}/f'; touch '{src}/w' 2>/dev/null || echo read-only")
