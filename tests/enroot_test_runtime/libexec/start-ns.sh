@@ -127,8 +127,7 @@ run_conf_and_hooks
 mount_fstab_file "$S/mounts" "a mount queued by a hook" 0
 [[ ! -f $S/conf.fstab ]] || mount_fstab_file "$S/conf.fstab" "mounts() of $opt_conf" 0
 for m in ${opt_mounts[@]+"${opt_mounts[@]}"}; do mount_spec "$R" "$m"; done
-queue_mount "$R/.lock" bind "$R/.lock" "$R/.lock" 0 nosuid,nodev,noexec,ro,private
-flush_mounts
+flush_mounts   # then switchroot.pl binds /.lock read-only
 # --rc FILE, else the conf's rc(), replaces the image's /etc/rc; read before the root switch.
 rc_file="$opt_rc"
 [[ -n $rc_file || ! -f $S/rc ]] || rc_file="$S/rc"

@@ -35,6 +35,15 @@ close $fh;
 my $last_cap = 40;
 if (open(my $cf, '<', '/proc/sys/kernel/cap_last_cap')) { $last_cap = int(<$cf> // 40); close $cf; }
 
+# Enroot's rootfs lock, bound read-only on itself once the container is configured (here:
+# one perl process fewer than a mounts.pl run of its own, on every start).
+my $lock = "$rootfs/.lock";
+if (-f $lock) {
+    sys_mount($nr, $lock, $lock, undef, $MS{BIND}, undef)
+        and sys_mount($nr, undef, $lock, undef, $MS{PRIVATE}, undef)
+        and remount_bind($nr, $lock, $MS{RDONLY} | $MS{NOSUID} | $MS{NODEV} | $MS{NOEXEC})
+        or fail("cannot bind the rootfs lock $lock read-only: $!");
+}
 if ($readonly) {
     remount_bind($nr, $rootfs, $MS{RDONLY} | $MS{NOSUID} | $MS{NODEV})
         or fail("cannot make the root filesystem read-only: $!");
