@@ -1,7 +1,7 @@
 /* fuzz_lifecycle: the kept-container decision (sq_life_decide) from arbitrary field values,
- * and the container key (sq_life_key) over parts and a runtime environment.
+ * and the container key (sq_life_key) over parts, a runtime environment and hooks' text.
  * Bytes 0-7: the decision's fields (signed); then PARTS... \0\0 ENV... (split at the first
- * empty field). */
+ * empty field); the first part doubles as the hooks' text. */
 #include "fuzz.h"
 #include "lifecycle.h"
 
@@ -34,11 +34,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		parts[np++] = ff.f[i];
 	for (i++; i < ff.n; i++) {
 		(void)sq_life_env_step_specific(ff.f[i]);
+		(void)sq_life_env_task_shape(ff.f[i]);
+		(void)sq_life_hooks_read(np > 0 ? parts[0] : "", ff.f[i]);
 		env[ne++] = ff.f[i];
 	}
 	parts[np] = NULL;
 	env[ne] = NULL;
-	if (sq_life_key(parts, env, "", key) != 0 || strlen(key) != 32)
+	if (sq_life_key(parts, env, np > 0 ? parts[0] : NULL, key) != 0 || strlen(key) != 32)
 		abort();
 	/* the environment's order does not matter */
 	for (i = 0; i < ne / 2; i++) {
@@ -47,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		env[i] = env[ne - 1 - i];
 		env[ne - 1 - i] = t;
 	}
-	if (sq_life_key(parts, env, "", key2) != 0 || strcmp(key, key2) != 0)
+	if (sq_life_key(parts, env, np > 0 ? parts[0] : NULL, key2) != 0 ||
+	    strcmp(key, key2) != 0)
 		abort();
 	fz_free(&ff);
 	return 0;
