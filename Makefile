@@ -41,6 +41,11 @@ plugin:
 # (libasan preloaded into Python, whose own leaks are not ours: detect_leaks=0). The hooks
 # the tests build themselves get the same flags (SQUALL_TEST_CFLAGS). test_mksbatch_input.py
 # (pure Python) runs children under `ulimit -v`, where ASan cannot map its shadow memory.
+# The test double's `enroot list -f` runs procps' ps, which hangs with libasan preloaded;
+# those two tests run no squall C code, so they are left to `make test`.
+ASAN_DESELECT := \
+	--deselect=tests/unit/test_enroot_test_runtime.py::test_create_list_start_export_remove_round_trip \
+	--deselect=tests/unit/test_enroot_test_runtime_exec.py::test_list_f_shows_each_container_s_first_process_as_enroot_does
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ASAN_PRELOAD = $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-name=libubsan.so)
 asan: deps
@@ -53,7 +58,7 @@ asan: deps
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=86 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87 \
 		SQUALL_TEST_CFLAGS="$(ASAN_FLAGS) -Wno-error" $(PYTEST) -p no:cacheprovider tests/unit \
-		--ignore=tests/unit/test_mksbatch_input.py $(ASAN_PYTEST_ARGS)
+		--ignore=tests/unit/test_mksbatch_input.py $(ASAN_DESELECT) $(ASAN_PYTEST_ARGS)
 	@# the tests above imported the sanitized core, not the editable install's
 	LD_PRELOAD="$(ASAN_PRELOAD)" PYTHONPATH=$(CURDIR)/build/asan ASAN_OPTIONS=detect_leaks=0 \
 		$(PYTHON) -c 'import squall._core as c; \
