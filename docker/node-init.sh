@@ -50,8 +50,9 @@ mountpoint -q /var/lib/enroot ||
 for u in squall alice; do
   id "$u" >/dev/null 2>&1 && install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")"
 done
-grep -q '^ENROOT_DATA_PATH' /etc/enroot/enroot.conf 2>/dev/null ||
+if [ -d /etc/enroot ] && ! grep -q '^ENROOT_DATA_PATH' /etc/enroot/enroot.conf 2>/dev/null; then
   echo 'ENROOT_DATA_PATH /var/lib/enroot/${UID}' >>/etc/enroot/enroot.conf
+fi
 
 # Per-node plugstack arguments (e.g. node3 points its EFA roots at a stand-in tree).
 # Rebuilt from the image's copy at every start, so a restarted node does not repeat them.
