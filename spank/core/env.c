@@ -351,3 +351,14 @@ int sq_env_keep_lines(char *const job_env[], const char *keep, char ***out, char
 	*out = vec_take(&a);
 	return *out ? 0 : sq_errf(err, errlen, "--container-env: out of memory");
 }
+
+const char *sq_env_value(char *const env[], const char *name)
+{
+	size_t n = strlen(name);
+	const char *found = NULL;
+
+	for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+		if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
+			found = env[i] + n + 1;
+	return found;
+}

@@ -79,4 +79,7 @@ int sq_env_keep_lines(char *const job_env[], const char *keep, char ***out, char
 
 void sq_env_free(char **env);
 
+/* The value of name in env (NULL-terminated "KEY=VALUE"; the last one wins), or NULL. */
+const char *sq_env_value(char *const env[], const char *name);
+
 #endif

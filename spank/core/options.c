@@ -497,19 +497,6 @@ int sq_opt_set_by_name(struct sq_opts *o, const char *flag, const char *value, i
 	return sq_opt_set(o, id, value, source, err, errlen);
 }
 
-/* Value of NAME in envp (the last one wins, as getenv on a built array would not
- * guarantee; Slurm never sends duplicates). NULL when absent. */
-static const char *env_lookup(char *const envp[], const char *name)
-{
-	size_t n = strlen(name), i;
-	const char *found = NULL;
-
-	for (i = 0; envp != NULL && envp[i] != NULL; i++)
-		if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=')
-			found = envp[i] + n + 1;
-	return found;
-}
-
 int sq_opts_load_environ(struct sq_opts *o, char *const envp[], char *err, size_t errlen)
 {
 	static const struct { const char *prefix; int source; } prefixes[] = {
@@ -524,7 +511,7 @@ int sq_opts_load_environ(struct sq_opts *o, char *const envp[], char *err, size_
 		for (i = 0; i < SQ_OPT_COUNT; i++) {
 			if (sq_opt_env_name((int)i, prefixes[k].prefix, var, sizeof(var)) != 0)
 				continue;
-			v = env_lookup(envp, var);
+			v = sq_env_value(envp, var);
 			if (v == NULL || *v == '\0')
 				continue;    /* an empty variable counts as unset */
 			if (sq_opt_set(o, (int)i, v, prefixes[k].source, err, errlen) != 0)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "hooktext.h"
 #include "safeopen.h"
 
@@ -20,16 +21,6 @@ struct text {
 	size_t n;
 	int failed;
 };
-
-static const char *env_value(char *const env[], const char *name)
-{
-	size_t n = strlen(name);
-
-	for (size_t i = 0; env != NULL && env[i] != NULL; i++)
-		if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
-			return env[i] + n + 1;
-	return NULL;
-}
 
 static void append(struct text *t, const char *s, size_t n)
 {
@@ -130,9 +121,9 @@ static int conf_moves_hooks(const char *sysconf)
 
 char *sq_hooks_text(char *const env[])
 {
-	const char *sysconf = env_value(env, "ENROOT_SYSCONF_PATH");
-	const char *config = env_value(env, "ENROOT_CONFIG_PATH");
-	const char *xdg = env_value(env, "XDG_CONFIG_HOME"), *home = env_value(env, "HOME");
+	const char *sysconf = sq_env_value(env, "ENROOT_SYSCONF_PATH");
+	const char *config = sq_env_value(env, "ENROOT_CONFIG_PATH");
+	const char *xdg = sq_env_value(env, "XDG_CONFIG_HOME"), *home = sq_env_value(env, "HOME");
 	char user[PATH_MAX];
 	struct text t = { NULL, 0, 0 };
 

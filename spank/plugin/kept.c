@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "env.h"
 #include "extracted.h"
 #include "hooktext.h"
 #include "kept.h"
@@ -348,7 +349,7 @@ static void kept_source(const struct sq_kept_step *s, struct sq_start_request *r
 			const char **args, char *identity, size_t idlen, char *data_dir,
 			size_t datalen, char *cache_key, char *max_bytes, size_t maxlen)
 {
-	const char *tool = sq_extracted_tool();
+	const char *tool = sq_extracted_tool(), *nodes;
 
 	snprintf(identity, idlen, "%s", s->identity ? s->identity : "");
 	if (!s->cache_dir[0] || s->image_path == NULL || s->identity == NULL || tool == NULL ||
@@ -370,10 +371,9 @@ static void kept_source(const struct sq_kept_step *s, struct sq_start_request *r
 	}
 	/* A job on more nodes than local_cache_max_nodes starts no extraction: each node would
 	 * read the whole image from the shared file system (nodecache.h). */
-	for (size_t i = 0; req->envp != NULL && req->envp[i] != NULL; i++)
-		if (strncmp(req->envp[i], "SLURM_JOB_NUM_NODES=", 20) == 0 &&
-		    !sq_cache_may_fill(req->envp[i] + 20, s->cache_max_nodes))
-			return;
+	nodes = sq_env_value(req->envp, "SLURM_JOB_NUM_NODES");
+	if (nodes != NULL && !sq_cache_may_fill(nodes, s->cache_max_nodes))
+		return;
 	snprintf(max_bytes, maxlen, "%llu", (unsigned long long)s->cache_gb << 30);
 	args[0] = "--fill-cache";
 	args[1] = s->cache_dir;
