@@ -224,3 +224,22 @@ def apt_image(cluster: Cluster) -> tuple[str, str]:
     if have.rc != 0:
         cluster.run(f"bash {script} {path} {repo}", user="root", timeout=900)
     return path, repo
+
+
+@contextlib.contextmanager
+def running_step(cluster: Cluster, args: str, first: str,
+                 name: str | None = None) -> Iterator[tuple[str, str]]:
+    """A container step that runs until the block ends, in an allocation of its own on
+    NODE: it runs ``first`` (whose stdout is the ready text), then sleeps. Yields (jobid,
+    ready text). The job ends afterwards, and the named container ``name`` is removed."""
+    ready = f"{HOME}/running-{time.time_ns()}.ready"
+    jobid = allocate(cluster)
+    try:
+        background_step(cluster, jobid, f"{args} --container-mounts={HOME}",
+                        f"{{ {first}; }} > {ready}.tmp && mv {ready}.tmp {ready} "
+                        "&& exec sleep 300")
+        yield jobid, wait_for(cluster, ready).strip()
+    finally:
+        end_job(cluster, jobid)
+        if name is not None:
+            cluster.run(f"{ENROOT} remove -f pyxis_{name}", node=NODE, check=False)

@@ -21,6 +21,7 @@ from .pyxis_helpers import (
     end_job,
     error_lines,
     last_line,
+    running_step,
     srun,
     wait_for,
 )
@@ -232,18 +233,10 @@ def test_unshare_ipc_dev_still_has_what_programs_need(cluster: Cluster, image: s
 def test_a_step_joining_a_named_container_gets_its_ipc_and_its_shm(cluster: Cluster,
                                                                     image: str) -> None:
     name = f"i{time.time_ns()}"
-    ready = f"{HOME}/ipc-{name}.ready"
-    jobid = allocate(cluster)
-    try:
-        background_step(cluster, jobid, f"--container-image={image} --container-name={name} "
-                                        f"--container-unshare=ipc --container-mounts={HOME}",
-                        f"touch /dev/shm/held-{name} && readlink /proc/self/ns/ipc > {ready}.tmp "
-                        f"&& mv {ready}.tmp {ready} && exec sleep 300")
-        held = wait_for(cluster, ready).strip()
+    with running_step(cluster, f"--container-image={image} --container-name={name} "
+                               "--container-unshare=ipc",
+                      f"touch /dev/shm/held-{name} && readlink /proc/self/ns/ipc",
+                      name=name) as (jobid, held):
         joined = cluster.run(f"srun --jobid={jobid} -N1 --overlap --container-name={name} "
                              "sh -c 'readlink /proc/self/ns/ipc; ls /dev/shm'")
         assert joined.out.split() == [held, f"held-{name}"], joined
-    finally:
-        end_job(cluster, jobid)
-        cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node=NODE,
-                    check=False)
