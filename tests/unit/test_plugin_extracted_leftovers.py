@@ -16,25 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "spank/plugin"
-
-
-def build(out: Path, probe: str, *plugin_sources: str) -> Path:
-    core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
-    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2",
-                    *os.environ.get("SQUALL_TEST_CFLAGS", "").split(),
-                    f"-I{ROOT}/spank/core", f"-I{PLUGIN}", "-o", str(out),
-                    str(PLUGIN / "tests" / probe), *(str(PLUGIN / s) for s in plugin_sources),
-                    *core], check=True, timeout=300)
-    return out
+from plugin_probe import build_probe
 
 
 @pytest.fixture(scope="module")
 def cache_probe(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("cache") / "cache_probe", "cache_probe.c",
-                 "extracted.c", "governor.c", "resume.c")
+    return build_probe(tmp_path_factory.mktemp("cache") / "cache_probe", "cache_probe.c",
+                       "extracted.c", "governor.c", "resume.c")
 
 
 def run(*argv: str | Path) -> dict[str, str]:

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_plugin_extracted_leftovers import Held, build
+from plugin_probe import build_probe
+from test_plugin_extracted_leftovers import Held
 
 KEY = "0123456789abcdef" * 2
 OLD = 1_600_000_000     # the image's files' mtimes: from here, long before any extraction
@@ -51,8 +52,8 @@ def need(*tools: str) -> None:
 
 @pytest.fixture(scope="module")
 def cache_probe(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("resume") / "cache_probe", "cache_probe.c",
-                 "extracted.c", "governor.c", "resume.c")
+    return build_probe(tmp_path_factory.mktemp("resume") / "cache_probe", "cache_probe.c",
+                       "extracted.c", "governor.c", "resume.c")
 
 
 @pytest.fixture()

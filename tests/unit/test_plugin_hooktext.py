@@ -13,21 +13,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "spank/plugin"
+from plugin_probe import build_probe
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("hooks") / "hooks_probe"
-    core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
-    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2",
-                    *os.environ.get("SQUALL_TEST_CFLAGS", "").split(),
-                    f"-I{ROOT}/spank/core", f"-I{PLUGIN}", "-o", str(out),
-                    str(PLUGIN / "tests/hooks_probe.c"), str(PLUGIN / "hooktext.c"), *core],
-                   check=True, timeout=300)
-    return out
+    return build_probe(tmp_path_factory.mktemp("hooks") / "hooks_probe", "hooks_probe.c",
+                       "hooktext.c")
 
 
 def hook(d: Path, name: str, text: str, mode: int = 0o755) -> None:

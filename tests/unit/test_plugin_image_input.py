@@ -17,22 +17,15 @@ import time
 from pathlib import Path
 
 import pytest
+from plugin_probe import build_probe
 
-ROOT = Path(__file__).resolve().parents[2]
 FIX = "give the path of a .sqsh image (a file built by sqshbuild or mksquashfs)"
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("image") / "image_probe"
-    core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
-    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2",
-                    *os.environ.get("SQUALL_TEST_CFLAGS", "").split(),
-                    f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o", str(out),
-                    str(ROOT / "spank/plugin/tests/image_probe.c"),
-                    str(ROOT / "spank/plugin/image.c"), str(ROOT / "spank/plugin/runcmd.c"),
-                    *core], check=True, timeout=300)
-    return out
+    return build_probe(tmp_path_factory.mktemp("image") / "image_probe", "image_probe.c",
+                       "image.c", "runcmd.c")
 
 
 def check(probe: Path, path: Path | str, what: str | None = None) -> dict[str, str]:
