@@ -20,9 +20,11 @@ def listing(cluster: Cluster) -> str:
 
 def test_a_kept_container_shows_its_tasks_and_nothing_of_squall(cluster: Cluster,
                                                                 image: str) -> None:
-    with running_step(cluster, f"--container-image={image}", "echo up"):
-        out = listing(cluster)   # the task is running_step's "sleep 300"
-        assert "sleep 300" in out, out
+    # $$: the task's shell, which then becomes running_step's "sleep 300" (same PID)
+    with running_step(cluster, f"--container-image={image}", "echo $$") as (_, task):
+        out = listing(cluster)
+        rows = [line.split() for line in out.splitlines()]
+        assert any(row[1:2] == [task] and row[-2:] == ["sleep", "300"] for row in rows), out
         assert "kill -STOP" not in out, out
         assert "squall" not in out, out
 
