@@ -155,12 +155,12 @@ def outcomes(cluster: Cluster, proctrack: str, image: str) -> dict[str, str]:
                     f" echo srun-rc=$? >>{d}/log")
             cluster.run(f"setsid bash -c {shlex.quote(srun)} </dev/null >/dev/null 2>&1 &")
         jobs[case.name] = wait_for(cluster, f"squeue -h -n {name} -o %i", f"job {name} queued")
-    started: dict[str, str] = {}
+    ready_after: dict[str, str] = {}
     for case in CASES:
         d = f"{run_dir}/{case.name}"
         wait_for(cluster, f"grep '^ready' {d}/log", f"{case.name}: the program started", 120)
         if case.limit_after_ready:
-            started[case.name] = cut_limit_once_ready(cluster, jobs[case.name])
+            ready_after[case.name] = cut_limit_once_ready(cluster, jobs[case.name])
         if case.send is not None:
             cluster.run(f"scancel {case.send} {jobs[case.name]}")
     logs = {}
@@ -173,7 +173,7 @@ def outcomes(cluster: Cluster, proctrack: str, image: str) -> dict[str, str]:
             pass
         time.sleep(0.5)
         text = cluster.run(f"cat {d}/log {d}/ckpt 2>/dev/null; tail -n 5 {d}/out", check=False).out
-        when = f", {started[case.name]}" if case.name in started else ""
+        when = f", {ready_after[case.name]}" if case.name in ready_after else ""
         logs[case.name] = (f"[{case.name}, proctrack/{proctrack}, job {jobs[case.name]}{when}]\n"
                            f"{text}")
     return logs
