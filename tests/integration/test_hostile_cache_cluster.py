@@ -1,7 +1,10 @@
-"""A hostile user of the cluster's shared cache (issue 19, docs/security.md): alice plants
-links, look-alike images and lying locks in /fsx/squall/images; root's build and gc on the
-login node and squall's srun through the plugin must neither follow them nor run her
-bytes. A canary outside the cache (root's and squall's files) must not change."""
+"""A hostile user of the cluster (issue 26, docs/security.md): alice cannot write the
+shared cache any more, so she plants where root and the image builder still look: /tmp
+(links, FIFOs, dead-looking `sqshbuild-*-<host>.<pid>.*` scratch directories, whose inner
+entries link to root's files) and a directory she can write that root uses for `-o`.
+Root's build and gc on the login node, and squall's step through the plugin, must neither
+follow, open, chmod nor remove any of it; a canary tree of root's and bob's files outside
+the cache, and /tmp's mode, must not change."""
 
 from __future__ import annotations
 
@@ -10,91 +13,115 @@ import uuid
 
 import pytest
 
+from .cache_model import CACHE, CANARY_BOB, CANARY_ROOT, cache_problems, canary, plant_canary
 from .cluster import Cluster
 from .test_sqshbuild_cluster import REGISTRY, push, sqshbuild, tools  # noqa: F401
 
 pytestmark = pytest.mark.cluster
-
-CACHE = "/fsx/squall/images"
-CANARY = ("/root/canary-secret", "/fsx/home/squall/canary")
-SNAP = "stat -c '%n %a %U %s %Y' {p} && sha256sum {p}"
+DEAD_PIDS = range(3999990, 3999996)  # above any pid these containers reach: dead-looking
 
 
-def snapshot(cluster: Cluster) -> str:
-    return "".join(cluster.run(SNAP.format(p=p), user="root").out for p in CANARY)
+def plant_tmp(cluster: Cluster, node: str, tag: str) -> str:
+    """alice's plants in the node's /tmp: returns the shell listing that describes them
+    (kinds, modes, owners, link targets), which must be the same afterwards."""
+    host = cluster.run("hostname", node=node).out.strip()
+    alive = cluster.run(" ".join(f"kill -0 {p} 2>/dev/null && echo {p};" for p in DEAD_PIDS),
+                        node=node, user="root", check=False).out.split()
+    assert not alive, alive
+    cmds = []
+    for i, pid in enumerate(DEAD_PIDS):
+        d = f"/tmp/sqshbuild-{tag}{i}-{host}.{pid}.x{i}"
+        cmds += [
+            # a dead-looking scratch directory: links to root's tree, a directory that is
+            # a link, a read-only inner directory (the old rmtree chmodded its parent)
+            f"mkdir -p {d}/layers/ro && echo mine > {d}/file && ln -s {CANARY_ROOT} {d}/up",
+            f"ln -s {CANARY_ROOT}/keep {d}/layers/keep && ln -s {CANARY_BOB}/a {d}/bob",
+            f"echo x > {d}/layers/ro/f && chmod 0500 {d}/layers/ro && mkfifo {d}/fifo",
+        ]
+    cmds += [f"ln -s {CANARY_ROOT} /tmp/sqshbuild-{tag}l-{host}.{DEAD_PIDS[0]}.link",
+             f"mkfifo /tmp/sqshbuild-{tag}f-{host}.{DEAD_PIDS[1]}.fifo",
+             f"ln -s {CANARY_ROOT}/a /tmp/sqshbuild-{tag}a-{host}.{DEAD_PIDS[2]}.file"]
+    cluster.run(" && ".join(cmds), node=node, user="alice")
+    return tmp_listing(cluster, node, tag)
 
 
-@pytest.fixture
-def canary(cluster: Cluster):
-    cluster.run(f"umask 077; echo root-secret > {CANARY[0]}", user="root")
-    cluster.run(f"umask 077; echo squall-file > {CANARY[1]}", user="squall")
-    return snapshot(cluster)
+def tmp_listing(cluster: Cluster, node: str, tag: str) -> str:
+    return cluster.run(f"stat -c '%n %a %U' /tmp && find /tmp -path '/tmp/sqshbuild-{tag}*' "
+                       "-printf '%p %y %m %u %l\\n' | sort", node=node, user="root").out
 
 
-def test_root_build_and_gc_follow_no_link_alice_planted(cluster: Cluster, tools: str,  # noqa: F811
-                                                         canary: str):
+def remove_tmp(cluster: Cluster, node: str, tag: str) -> None:
+    # chmod directories only: chmod -R would follow her links to root's files
+    cluster.run(f"find /tmp -path '/tmp/sqshbuild-{tag}*' -type d -exec chmod u+w {{}} + && "
+                f"rm -rf /tmp/sqshbuild-{tag}*", node=node, user="alice")
+
+
+def test_root_build_and_gc_leave_alices_tmp_and_output_plants_alone(
+        cluster: Cluster, tools: str) -> None:  # noqa: F811
     tag = uuid.uuid4().hex[:8]
-    pushed = push(cluster, tools, f"sec/links-{tag}", big_mb=1)
-    layers = f"{CACHE}/layers/sha256"
-    plants = []
-    for blob in pushed["blobs"]:
-        h = blob.split(":")[1]
-        plants += [f"ln -s {CANARY[0]} {layers}/{h}.ok",
-                   f"ln -s {CANARY[1]} {layers}/{h}.partial"]
-    entry = "sha256-" + pushed["digest"].split(":")[1]
-    plants += [f"ln -s {CANARY[0]} {CACHE}/locks/{entry}.lock",
-               f"ln -s {CANARY[0]} {CACHE}/{entry}.used"]
-    cluster.run(f"sqshbuild gc --max-size 1T --cache-dir {CACHE}", user="root")  # the dirs
-    cluster.run("; ".join(plants), user="alice")
-    res = cluster.run(sqshbuild(CACHE, f"{REGISTRY}/sec/links-{tag}:v1"), user="root",
-                      timeout=300)
-    assert res.out.strip().endswith(f"{entry}.sqsh"), res  # (--quiet: no notes shown)
-    assert snapshot(cluster) == canary
-    cluster.run(f"sqshbuild gc --max-size 1 --cache-dir {CACHE}", user="root")
-    assert snapshot(cluster) == canary
-    # alice's links are hers: nobody removed them
-    assert cluster.run(f"test -L {CACHE}/locks/{entry}.lock", user="alice", check=False).rc == 0
+    pushed = push(cluster, tools, f"sec/root-{tag}", big_mb=1)
+    ref = f"{REGISTRY}/sec/root-{tag}:v1"
+    before = plant_canary(cluster)
+    plants = plant_tmp(cluster, "login", tag)
+    # a directory alice (and everyone) may write, sticky, that root uses for -o: her link
+    # at the name root asks for, and links at the old predictable temporary names
+    out = f"/fsx/squall-tests/out-{tag}"
+    cluster.run(f"install -d -m 1777 {out}", user="root")
+    guesses = " && ".join(f"ln -s {CANARY_ROOT}/a {out}/.building-{n}.sqsh.login.{p}"
+                          for n in ("taken", "free") for p in range(2, 400))
+    cluster.run(f"ln -s {CANARY_ROOT}/a {out}/taken.sqsh && mkfifo {out}/fifo.sqsh && {guesses}",
+                user="alice")
+    out_before = cluster.run(f"find {out} -printf '%p %y %m %u %l\\n' | sort", user="root").out
+    try:
+        # the name is alice's link: refused in one line, her link not followed
+        for name in ("taken", "fifo"):
+            res = cluster.run(sqshbuild(CACHE, ref, f"-o {out}/{name}.sqsh"), user="root",
+                              check=False, timeout=120)  # a FIFO never opened: no wait
+            assert res.rc != 0, (name, res)
+            assert "Traceback" not in res.err and len(res.err.strip().splitlines()) == 1, res
+            assert canary(cluster) == before, name
+        # a free name is root's new file, whatever alice guessed for its temporary name
+        res = cluster.run(sqshbuild(CACHE, ref, f"-o {out}/free.sqsh"), user="root",
+                          timeout=300)
+        assert res.out.strip().splitlines()[-1] == f"{out}/free.sqsh", res
+        st = cluster.run(f"stat -c '%F %U %h' {out}/free.sqsh", user="root").out.split()
+        assert st == ["regular", "file", "root", "1"], st
+        assert canary(cluster) == before
+        # root's build of the shared cache, then gc down to nothing, TMPDIR=/tmp
+        cluster.run(sqshbuild(CACHE, ref), user="root", timeout=300)
+        cluster.run(f"sqshbuild gc --max-size 1 --cache-dir {CACHE}", user="root", timeout=300)
+        cluster.run(f"TMPDIR=/tmp sqshbuild gc --max-size 1T --cache-dir {CACHE}", user="root",
+                    timeout=300)
+        assert canary(cluster) == before
+        assert tmp_listing(cluster, "login", tag) == plants  # all hers, all still there
+        after = cluster.run(f"find {out} -printf '%p %y %m %u %l\\n' | sort", user="root").out
+        new = sorted(set(after.splitlines()) - set(out_before.splitlines()))
+        assert [ln.split()[:2] + ln.split()[3:4] for ln in new] == \
+            [[f"{out}/free.{ext}", "f", "root"] for ext in ("json", "sqsh")], new  # + sidecar
+        assert not set(out_before.splitlines()) - set(after.splitlines()), "alice's changed"
+        assert cache_problems(cluster) == []
+        assert pushed["digest"].startswith("sha256:")
+    finally:
+        remove_tmp(cluster, "login", tag)
+        cluster.run(f"rm -rf {out}", user="root")
 
 
-def test_squall_never_runs_a_look_alike_image_alice_planted(cluster: Cluster, tools: str,  # noqa: F811
-                                                           canary: str):
-    """alice copies an image of hers (with /marker) under the digest name of the image
-    squall is about to run: squall's srun gets the registry's image (was: alice's marker)."""
+def test_alices_plants_in_a_nodes_tmp_neither_fail_nor_hold_squalls_step(
+        cluster: Cluster, tools: str) -> None:  # noqa: F811
+    """The image builder, run by the plugin on node1 with TMPDIR unset (/tmp), meets
+    alice's plants there: squall's step runs at once, and nothing of hers is touched."""
     tag = uuid.uuid4().hex[:8]
-    pushed = push(cluster, tools, f"sec/poison-{tag}", big_mb=1)  # its own digest
-    entry = "sha256-" + pushed["digest"].split(":")[1]
-    mine = push(cluster, tools, f"sec/alice-{tag}", big_mb=1)
-    home = "/fsx/home/alice"
-    cluster.run(f"umask 022; {sqshbuild(f'{home}/cache', f'{REGISTRY}/sec/alice-{tag}:v1')}"
-                f" >/dev/null && rm -rf {home}/root-{tag} && "
-                f"unsquashfs -q -d {home}/root-{tag} {home}/cache/sha256-"
-                f"{mine['digest'].split(':')[1]}.sqsh >/dev/null && "
-                f"echo alice-was-here > {home}/root-{tag}/marker && "
-                f"mksquashfs {home}/root-{tag} {CACHE}/{entry}.sqsh -quiet -noappend "
-                f">/dev/null && chmod 644 {CACHE}/{entry}.sqsh", user="alice", timeout=300)
-    res = cluster.run(f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N2 -w node1,node2 "
-                      f"--container-image={REGISTRY}/sec/poison-{tag}:v1 "
-                      "sh -c 'cat /marker 2>/dev/null || echo clean'", user="squall",
-                      timeout=300)
-    assert res.out.split() == ["clean", "clean"], res
-    assert snapshot(cluster) == canary
-    # alice's look-alike is hers to remove (nobody else did): leave no digest behind
-    cluster.run(f"rm -rf {CACHE}/{entry}.sqsh {home}/root-{tag} {home}/cache", user="alice")
-
-
-def test_a_lying_lock_alice_planted_does_not_hold_a_step(cluster: Cluster, tools: str,  # noqa: F811
-                                                        canary: str):
-    """A lock of alice's with a foreign host and an mtime a year ahead (was: the step
-    stayed COMPLETING until she removed it): squall's step runs at once."""
-    tag = uuid.uuid4().hex[:8]
-    pushed = push(cluster, tools, f"sec/lock-{tag}", big_mb=1)
-    entry = "sha256-" + pushed["digest"].split(":")[1]
-    cluster.run(f"echo '{{\"host\": \"elsewhere\", \"pid\": 1}}' > {CACHE}/locks/{entry}.lock"
-                f" && touch -d '+365 days' {CACHE}/locks/{entry}.lock", user="alice")
-    started = time.monotonic()
-    res = cluster.run(f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N1 -w node1 "
-                      f"--container-image={REGISTRY}/sec/lock-{tag}:v1 printenv GREETING",
-                      user="squall", timeout=120)
-    assert res.out.split() == ["from-the-image"], res
-    assert time.monotonic() - started < 60, res
-    assert snapshot(cluster) == canary
+    push(cluster, tools, f"sec/step-{tag}", big_mb=1)
+    before = plant_canary(cluster, node="node1")
+    plants = plant_tmp(cluster, "node1", tag)
+    try:
+        started = time.monotonic()
+        res = cluster.run(f"srun -N1 -w node1 --container-image={REGISTRY}/sec/step-{tag}:v1 "
+                          "printenv GREETING", user="squall", timeout=180)
+        assert res.out.split() == ["from-the-image"], res
+        assert time.monotonic() - started < 120, res
+        assert canary(cluster, node="node1") == before
+        assert tmp_listing(cluster, "node1", tag) == plants
+        assert cache_problems(cluster) == []
+    finally:
+        remove_tmp(cluster, "node1", tag)

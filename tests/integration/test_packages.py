@@ -75,3 +75,24 @@ def test_slurm_loads_the_packaged_plugin(cluster: Cluster) -> None:
     assert "--container-image" in res.out
     res = cluster.run("srun -N1 -w node1 --container-image=/nonexistent.sqsh true", check=False)
     assert res.rc != 0 and "squall: error:" in res.err, res
+
+
+def test_python3_squall_made_the_image_builder_the_same_on_every_node(
+        cluster: Cluster) -> None:
+    """Issue 26: the account /etc/squall/builder names, a system user whose uid is the same
+    on every node (one image here), home 0700, no login shell; the file a conffile."""
+    seen = set()
+    for node in ("login", *cluster.nodes):
+        res = cluster.run("getent passwd squall-builder && "
+                          "stat -c '%U %G %a' /var/lib/squall-builder && "
+                          "grep -v '^#' /etc/squall/builder && "
+                          "grep -x /etc/squall/builder /var/lib/dpkg/info/python3-squall.conffiles "
+                          "&& dpkg -S /etc/squall/builder", node=node, user="root")
+        entry, home, name, conffile, owner = res.out.strip().splitlines()
+        _, _, uid, gid, _, homedir, shell = entry.split(":")
+        assert int(uid) < 1000 and (homedir, shell) == ("/var/lib/squall-builder",
+                                                        "/usr/sbin/nologin"), entry
+        assert home == "squall-builder squall-builder 700" and name == "squall-builder"
+        assert conffile == "/etc/squall/builder" and owner.startswith("python3-squall"), res
+        seen.add((uid, gid))
+    assert len(seen) == 1, seen

@@ -1,7 +1,8 @@
-"""One image cache for a site: an admin warms /fsx/squall/images as root, then two users
-(squall and alice) with umask 077 build, hit root's images, never use each other's (they
-build those again in their per-user caches: docs/security.md) and run registry
-references through the plugin (docs/sqshbuild.md, "Permissions")."""
+"""One image cache for the cluster, written by the image builder alone (issue 26,
+docs/security.md): a registry image asked for through the plugin by one user, then by three
+others and root, is pulled once, by the builder, into /fsx/squall/images; nothing in that
+cache is a user's or writable by anyone but the builder; a user's own `sqshbuild build`
+reads it and writes only the user's ~/.cache/squall/images."""
 
 from __future__ import annotations
 
@@ -10,72 +11,99 @@ import uuid
 
 import pytest
 
+from .cache_model import (
+    BUILDER,
+    CACHE,
+    USERS,
+    cache_problems,
+    expected_pulls,
+    host_path,
+    images_in,
+    served_blobs,
+    uid_of,
+)
 from .cluster import Cluster
-from .test_sqshbuild_cluster import REGISTRY, push, sqshbuild, tools  # noqa: F401
+from .test_sqshbuild_cluster import REGISTRY, log_mark, push, sqshbuild, tools  # noqa: F401
 
 pytestmark = pytest.mark.cluster
-
-CACHE = "/fsx/squall/images"
-USERS = ("squall", "alice")
+LOG = "/var/log/registry.log"
 
 
-def build_as(cluster: Cluster, user: str, ref: str, node: str = "login",
-             other: str = "") -> str:
-    """The image path; with ``other``, the cache holds that user's image of ``ref``, which
-    this user must not use: one note naming it, a build in the per-user cache."""
-    cmd = sqshbuild(CACHE, ref)
-    if other:  # --quiet leaves notes out (docs/cli.md): this one must be seen
-        assert " --quiet" in cmd, cmd
-        cmd = cmd.replace(" --quiet", "")
-    res = cluster.run(f"umask 077; {cmd}", node=node, user=user, timeout=300)
-    if other:
-        assert f"belongs to {other}, who is not root" in res.err, res
-    else:
-        assert "note:" not in res.err, res  # never the per-user fallback here
-    return res.out.strip().splitlines()[-1]
+def srun_image(cluster: Cluster, user: str, ref: str, nodes: str) -> None:
+    """The step runs from the image (umask 077 travels with srun: the builder's files must
+    not depend on the caller's umask). No SQSHBUILD_INSECURE_REGISTRIES: the builder's
+    environment is built from nothing, registries.conf allows plain HTTP to login:5000."""
+    n = len(nodes.split(","))
+    res = cluster.run(f"umask 077; srun -N{n} -w {nodes} --container-image={ref} "
+                      "printenv GREETING", user=user, timeout=300)
+    assert res.out.split() == ["from-the-image"] * n, (user, res)
+    assert "may not pull" not in res.err, (user, res)  # a public image: never the fallback
 
 
-def test_root_warms_the_cache_then_two_users_with_umask_077(cluster: Cluster,
-                                                             tools: str):  # noqa: F811
+def test_a_public_image_is_pulled_once_for_four_users_and_root(cluster: Cluster,
+                                                                tools: str):  # noqa: F811
     tag = uuid.uuid4().hex[:8]
-    # big_mb=1: a random layer, so each image has its own digest
-    images = {name: push(cluster, tools, f"test/shared-{name}-{tag}", big_mb=1)
-              for name in ("warm", "squall", "alice", "plugin-squall", "plugin-alice")}
-    ref = {name: f"{REGISTRY}/test/shared-{name}-{tag}:v1" for name in images}
-    path = {name: f"{CACHE}/sha256-{pushed['digest'].split(':')[1]}.sqsh"
-            for name, pushed in images.items()}
-    host = cluster.fsx_host / CACHE[len("/fsx/"):]
-    # What other users planted in the shared cache (test_hostile_cache_cluster's alice)
-    # stays there: nobody but its owner or an admin removes it. This test's own builds
-    # must leave nothing.
-    before = {*host.glob(".building-*"), *host.glob("locks/*.lock")}
-    # What an older sqshbuild run as root (make demo) left: its directories root's 0755.
-    cluster.run(f"install -d -m 0755 {CACHE}/index {CACHE}/locks", user="root")
-    # The admin warms the cache (and so repairs those directories).
-    assert build_as(cluster, "root", ref["warm"]) == path["warm"]
-    for user in USERS:
-        assert build_as(cluster, user, ref["warm"], node="node1") == path["warm"]  # a hit
-        assert build_as(cluster, user, ref[user], node="node2") == path[user]      # a build
-    # another user's image is never used: built again in alice's own cache
-    mine = build_as(cluster, "alice", ref["squall"], other="squall")
-    assert mine.startswith("/fsx/home/alice/.cache/squall/images/"), mine
-    # The plugin runs sqshbuild as the job's user (umask 077 travels with srun).
-    for user in USERS:
-        for name in (f"plugin-{user}", "alice" if user == "squall" else "squall", "warm"):
-            res = cluster.run(f"umask 077; SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N2 "
-                              f"-w node1,node2 --container-image={ref[name]} printenv GREETING",
-                              user=user, timeout=300)
-            assert res.out.split() == ["from-the-image"] * 2, (user, name, res)
-    for name, p in path.items():
-        st = (host / p.rsplit("/", 1)[1]).stat()
-        assert stat.S_IMODE(st.st_mode) == 0o644, name
-    for sub in ("index", "locks", "layers", "layers/sha256"):  # sticky: nobody replaces
-        assert stat.S_IMODE((host / sub).stat().st_mode) == 0o1777, sub  # another's entry
-    left = {*host.glob(".building-*"), *host.glob("locks/*.lock")} - before
-    assert not left, sorted(left)
-    ours = {p.rsplit("/", 1)[1] for p in path.values()}  # other tests' images aside
-    for user in USERS:  # each built only the other's image in a per-user cache
-        own = cluster.fsx_host / "home" / user / ".cache" / "squall" / "images"
-        other = "alice" if user == "squall" else "squall"
-        mine = {p.name for p in own.glob("*.sqsh")} & ours
-        assert mine == {path[other].rsplit("/", 1)[1]}, (user, sorted(mine))
+    pushed = push(cluster, tools, f"test/shared-{tag}", big_mb=1)  # its own digest
+    ref = f"{REGISTRY}/test/shared-{tag}:v1"
+    want = expected_pulls(cluster, pushed["blobs"], CACHE)
+    since = log_mark(cluster)
+    srun_image(cluster, "squall", ref, "node1,node2")
+    for user, nodes in (("alice", "node2"), ("bob", "node3"), ("carol", "node1,node3"),
+                        ("root", "node2,node3")):
+        srun_image(cluster, user, ref, nodes)
+    assert served_blobs(cluster, LOG, since, pushed["blobs"]) == want
+
+    entries = images_in(cluster, CACHE, pushed["digest"])
+    image = [p for p in entries if p.name.endswith(".sqsh")]
+    assert len(image) == 1, entries
+    st = image[0].stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid_of(cluster, BUILDER), 0o644)
+    assert cache_problems(cluster) == []
+    for user in USERS:  # nobody built it in a cache of their own
+        assert images_in(cluster, f"/fsx/home/{user}/.cache/squall/images",
+                         pushed["digest"]) == [], user
+
+
+def test_a_users_own_build_reads_the_shared_cache_and_writes_only_their_own(
+        cluster: Cluster, tools: str):  # noqa: F811
+    tag = uuid.uuid4().hex[:8]
+    warm = push(cluster, tools, f"test/warm-{tag}", big_mb=1)
+    cold = push(cluster, tools, f"test/cold-{tag}", big_mb=1)
+    warm_ref, cold_ref = (f"{REGISTRY}/test/{n}-{tag}:v1" for n in ("warm", "cold"))
+    # root warms the cache: root's build writes the shared cache (as the builder)
+    res = cluster.run(sqshbuild(CACHE, warm_ref), user="root", timeout=300)
+    shared = f"{CACHE}/sha256-{warm['digest'].split(':')[1]}.sqsh"
+    assert res.out.strip().splitlines()[-1] == shared, res
+    assert cache_problems(cluster) == []
+    before = {p.name for p in host_path(cluster, CACHE).rglob("*")}
+    # carol, umask 077: the warm image is a hit in the shared cache, the cold one is built
+    # in her own cache, and the shared cache does not change
+    res = cluster.run(f"umask 077; {sqshbuild(CACHE, warm_ref)}", user="carol", node="node1",
+                      timeout=300)
+    assert res.out.strip().splitlines()[-1] == shared, res
+    res = cluster.run(f"umask 077; {sqshbuild(CACHE, cold_ref)}", user="carol", node="node1",
+                      timeout=300)
+    own = "/fsx/home/carol/.cache/squall/images"
+    assert res.out.strip().splitlines()[-1] == \
+        f"{own}/sha256-{cold['digest'].split(':')[1]}.sqsh", res
+    st = host_path(cluster, own).stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid_of(cluster, "carol"), 0o700)
+    assert {p.name for p in host_path(cluster, CACHE).rglob("*")} == before
+    assert images_in(cluster, CACHE, cold["digest"]) == []
+    assert cache_problems(cluster) == []
+
+
+def test_users_cannot_write_the_shared_cache(cluster: Cluster, tools: str):  # noqa: F811
+    """Not one name of theirs in it: no file, directory or link, at the top or below."""
+    tag = uuid.uuid4().hex[:8]
+    push(cluster, tools, f"test/nowrite-{tag}")
+    cluster.run(sqshbuild(CACHE, f"{REGISTRY}/test/nowrite-{tag}:v1"), user="root",
+                timeout=300)
+    dirs = sorted({CACHE, *(f"{CACHE}/{p.relative_to(host_path(cluster, CACHE))}"
+                            for p in host_path(cluster, CACHE).rglob("*") if p.is_dir())})
+    for d in dirs:
+        for attempt in (f"touch {d}/alice-{tag}", f"mkdir {d}/alice-{tag}",
+                        f"ln -s /etc/passwd {d}/alice-{tag}"):
+            res = cluster.run(attempt, user="alice", check=False)
+            assert res.rc != 0 and "Permission denied" in res.err, (attempt, res)
+    assert cache_problems(cluster) == []

@@ -76,7 +76,10 @@ if big_mb:
 config = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "GREETING=from-the-image"],
           "Entrypoint": ["/usr/local/bin/hello"], "Cmd": ["default-arg"],
           "WorkingDir": "/work/here"}
-digest = Pusher("http://" + os.environ.get("REGISTRY", "login:5000")).push(
+auth = None  # a registry that wants credentials: REGISTRY_USER, REGISTRY_PASSWORD_FILE
+if os.environ.get("REGISTRY_PASSWORD_FILE"):
+    auth = (os.environ["REGISTRY_USER"], open(os.environ["REGISTRY_PASSWORD_FILE"]).read().strip())
+digest = Pusher("http://" + os.environ.get("REGISTRY", "login:5000"), auth=auth).push(
     repo, tag, Image(layers, config))
 print(json.dumps({"digest": digest, "blobs": sorted(Image(layers, config).blobs())}))
 '''
@@ -167,8 +170,9 @@ def test_two_nodes_build_at_once_one_download(cluster: Cluster, tools: str):
 
 
 def test_plugin_builds_a_registry_reference_once_for_two_nodes(cluster: Cluster, tools: str):
-    """The plugin runs sqshbuild itself (image_cache=/fsx/squall/images); plain HTTP to
-    login:5000 is allowed through the job's SQSHBUILD_INSECURE_REGISTRIES."""
+    """The plugin runs sqshbuild itself (image_cache=/fsx/squall/images), as the image
+    builder, whose environment is built from nothing: plain HTTP to login:5000 is allowed by
+    the nodes' registries.conf, not by the job's environment (which sets nothing here)."""
     repo = f"test/plugin-{uuid.uuid4().hex[:8]}"
     pushed = push(cluster, tools, repo)
     # The test images are deterministic: forget what an earlier run left in the shared
@@ -179,8 +183,8 @@ def test_plugin_builds_a_registry_reference_once_for_two_nodes(cluster: Cluster,
         for old in [*shared.glob(f"sha256-{hexd}.*"), *shared.glob(f"layers/sha256/{hexd}.*")]:
             old.unlink()
     mark = log_mark(cluster)
-    res = cluster.run(f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N2 -w node1,node2 "
-                      f"--container-image={REGISTRY}/{repo}:v1 printenv GREETING", timeout=300)
+    res = cluster.run(f"srun -N2 -w node1,node2 --container-image={REGISTRY}/{repo}:v1 "
+                      "printenv GREETING", timeout=300)
     assert res.out.split() == ["from-the-image", "from-the-image"], res
     assert blob_gets(cluster, pushed["blobs"], mark) == {d: 1 for d in pushed["blobs"]}
     cached = cluster.fsx_host / "squall/images" / f"sha256-{pushed['digest'].split(':')[1]}.sqsh"

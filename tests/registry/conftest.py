@@ -9,7 +9,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -26,16 +25,11 @@ import requests
 sys.path.insert(0, str(Path(__file__).parent))
 from imagekit import Pusher  # noqa: E402
 
+from gate import missing, skip_unless  # noqa: E402
+
 REGISTRY_BIN = "/usr/bin/docker-registry"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.registry
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("SQUALL_ALLOW_SKIP") == "1" and os.environ.get("CI") != "true":
-        pytest.skip(f"{what} is not installed")
-    pytest.fail(f"{what} is not installed: apt install docker-registry (set SQUALL_ALLOW_SKIP=1 "
-                "to skip outside CI)")
 
 
 def free_port() -> int:
@@ -77,8 +71,8 @@ class Registry:
 def start_registry(tmp: Path, auth: dict | None = None, pusher_auth=None,
                    token_url: str | None = None, proxy: str | None = None) -> Registry:
     """A docker-registry on loopback; with ``proxy``, a pull-through cache of that URL."""
-    if not os.path.exists(REGISTRY_BIN):
-        _missing("docker-registry")
+    skip_unless(os.path.exists(REGISTRY_BIN), f"{REGISTRY_BIN} is not installed",
+                "apt-get install docker-registry")
     port = free_port()
     storage = tmp / "storage"
     storage.mkdir(parents=True)
@@ -135,7 +129,7 @@ class TokenServer:
         try:
             import cryptography  # noqa: F401
         except ImportError:
-            _missing("the cryptography Python module (pip install cryptography)")
+            missing("the cryptography Python module is not installed", "pip install cryptography")
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -232,7 +226,7 @@ def basic_registry(tmp_path_factory):
     try:
         import bcrypt
     except ImportError:
-        _missing("the bcrypt Python module (pip install bcrypt)")
+        missing("the bcrypt Python module is not installed", "pip install bcrypt")
     tmp = tmp_path_factory.mktemp("basic-registry")
     htpasswd = tmp / "htpasswd"
     hashed = bcrypt.hashpw(BASIC_PASSWORD.encode(), bcrypt.gensalt(rounds=5)).decode()
@@ -350,9 +344,30 @@ def cache_dir(tmp_path):
     return d
 
 
+BUILDER = "sqtest-builder"
+
+
+def builder_account() -> int:
+    """The builder identity the packages create (squall-builder), here a system account of
+    the tests' own, made once (root only): its uid."""
+    import pwd
+    try:
+        return pwd.getpwnam(BUILDER).pw_uid
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", BUILDER], check=True, capture_output=True)
+        return pwd.getpwnam(BUILDER).pw_uid
+
+
 @pytest.fixture
 def clean_env(tmp_path, monkeypatch):
-    """No credentials from the machine running the tests."""
+    """No credentials from the machine running the tests; the tests' builder account named
+    (SQSHBUILD_BUILDER) when running as root, as /etc/squall/builder names it on a node."""
+    if os.geteuid() == 0:
+        builder_account()
+        monkeypatch.setenv("SQSHBUILD_BUILDER", BUILDER)
+    else:
+        monkeypatch.setenv("SQSHBUILD_BUILDER", "none")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "home" / ".docker"))
     monkeypatch.setenv("ENROOT_CONFIG_PATH", str(tmp_path / "home" / ".config" / "enroot"))
@@ -375,11 +390,6 @@ def run_env(home: Path) -> dict[str, str]:
     env["ENROOT_CONFIG_PATH"] = str(home / ".config" / "enroot")
     env.pop("NGC_API_KEY", None)
     return env
-
-
-def have(tool: str) -> None:
-    if shutil.which(tool) is None:
-        _missing(tool)
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:

@@ -12,7 +12,6 @@ import io
 import json
 import os
 import random
-import shutil
 import subprocess
 import tarfile
 import time
@@ -27,6 +26,8 @@ from conftest import one_error_line, run_env, sqshbuild_cmd
 from faults import FaultProxy, Rule
 from imagekit import Image, layer, sha
 from sqfs import cat
+
+from gate import need_root, need_tool
 
 pytestmark = pytest.mark.registry
 
@@ -253,8 +254,8 @@ def test_a_redirect_body_is_never_read(registry, faulty, cache_dir, clean_env):
 # -- the inflated size ------------------------------------------------------------------------
 @pytest.fixture(params=["igzip", "zlib"])
 def decoder(request) -> dict[str, str]:
-    if request.param == "igzip" and not shutil.which("igzip"):
-        pytest.skip("igzip (Debian package isal) is not installed")
+    if request.param == "igzip":
+        need_tool("igzip", "isal")
     return {"SQSHBUILD_NO_ISAL": "1"} if request.param == "zlib" else {}
 
 
@@ -292,11 +293,10 @@ def tiny(tmp_path):
     mnt = tmp_path / "tiny"
     mnt.mkdir()
     try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)],
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs", str(mnt)],
                        check=True, capture_output=True)
     except (subprocess.CalledProcessError, FileNotFoundError) as exc:
-        if os.geteuid() != 0:
-            pytest.skip("mounting a small tmpfs needs root")
+        need_root("mounting a small tmpfs")
         raise AssertionError(f"cannot mount a tmpfs: {exc}") from None
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
@@ -308,10 +308,10 @@ def test_a_full_disk_is_disk_full_whatever_the_decoder(registry, clean_env, tiny
     build inflates it from there and the disk fills with megabytes of input still to go
     (was, with igzip and zstd: "not valid gzip data ... re-push it")."""
     env = {"SQSHBUILD_NO_ISAL": "1"} if kind == "zlib" else {}
-    if kind == "igzip" and not shutil.which("igzip"):
-        pytest.skip("igzip (Debian package isal) is not installed")
-    if kind == "zstd" and not shutil.which("zstd"):
-        pytest.skip("zstd is not installed")
+    if kind == "igzip":
+        need_tool("igzip", "isal")
+    if kind == "zstd":
+        need_tool("zstd", "zstd")
     tar = random_tar("r", 6 << 20)
     big = (subprocess.run(["zstd", "-c", "-1"], input=tar, capture_output=True,
                           check=True).stdout if kind == "zstd"

@@ -116,7 +116,7 @@ def test_a_secret_never_appears_in_output(token_registry, basic_registry, cache_
     for args in (["-v"], ["-vv"], ["--json"]):
         proc = sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
                           f"{basic_registry.host}/team/leak:1"], env)
-        assert proc.returncode == 1 and "auth refused" in proc.stderr
+        assert proc.returncode == 3 and "auth refused" in proc.stderr  # refused: exit 3
         if args != ["-vv"]:  # -vv adds the traceback on purpose
             one_error_line(proc)
         assert secret not in proc.stdout + proc.stderr
@@ -129,7 +129,7 @@ def test_a_secret_never_appears_in_output(token_registry, basic_registry, cache_
     for args in (["-vv"], ["--json"]):
         proc = sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
                           f"{token_registry.host}/private/leak:1"], env)
-        assert proc.returncode == 1
+        assert proc.returncode == 3
         err = next(ln for ln in proc.stderr.splitlines() if ln.startswith("sqshbuild: error:"))
         assert "auth refused" in err and "docker-credential-test" in err, proc.stderr
         assert secret not in proc.stdout + proc.stderr

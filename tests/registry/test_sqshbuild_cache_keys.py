@@ -79,13 +79,14 @@ def test_offline_fallback_serves_the_last_digest_of_a_tag(pushed, cache_dir, cle
     first = build_json(monkeypatch, capsys, "--cache-dir", str(cache_dir), f"{repo}:v1")
     # The same index entry under an unreachable registry name: copy the cache's index file
     # for a reference on a closed port (what a registry outage looks like).
-    from squall.sqshbuild.cache import ImageCache
-    cache = ImageCache.open(cache_dir)
+    from squall.sqshbuild.cache import index
+    from squall.sqshbuild.cache.image_cache import open_shared
+    cache = open_shared(cache_dir)
     dead = f"127.0.0.1:{free_port()}"
     dead_ref = f"{repo.replace(host, dead)}:v1"
     platform = f"linux/{os.uname().machine.replace('x86_64', 'amd64').replace('aarch64', 'arm64')}"
     from squall.sqshbuild.refs import parse_source
-    cache.remember(parse_source(dead_ref).canonical, platform, digest)
+    index.remember(cache, parse_source(dead_ref).canonical, platform, digest)
     rc, out, err = sqshbuild(monkeypatch, capsys, "build", "--cache-dir", str(cache_dir),
                              dead_ref)
     assert rc == 0, err

@@ -1,14 +1,16 @@
-"""A hostile second user of the shared cache (issue 19, docs/security.md).
+"""A hostile second user against a shared cache that only root and the builder write
+(issues 19 and 26, docs/security.md).
 
 The attacker is uid 1000, a real user acting through setpriv; the victims are root (the
-admin warming the cache, running gc) and uid 1001. The attacker plants symlinks, files,
-FIFOs, sockets, locks and look-alike images wherever users may write. After each attack:
+admin warming the cache, running gc, building with -o), the builder account and uid 1001.
+The attacker plants symlinks, files, FIFOs, sockets and look-alike scratch directories
+wherever users may write: TMPDIR, a directory root writes an image to with -o, the
+directories above the cache root, and an earlier squall's 1777 cache. After each attack:
 a canary tree outside the cache (root's and the victim's files and directories, with
 their modes, owners and contents) is unchanged, the victim never gets the attacker's
-bytes (a marker file in the image), and the build either succeeds from trusted entries or
-fails in one line. The host's kernel protections are off here (protected_symlinks=0,
-protected_fifos=0 is Debian's default inside containers too), so squall itself must
-refuse.
+bytes (a marker file in the image), and the build either succeeds or fails in one line.
+The host's kernel protections are off here (protected_symlinks=0, protected_fifos=0 is
+Debian's default inside containers too), so squall itself must refuse.
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import BUILDER, ROOT, builder_account
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from imagekit import Image, layer, sha
@@ -35,9 +36,7 @@ from users import as_user
 
 from squall.sqshbuild.refs import parse_source
 
-pytestmark = [pytest.mark.registry,
-              pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                                 reason="acting as other users needs root and setpriv")]
+pytestmark = [pytest.mark.registry, pytest.mark.needs_root("acting as other users")]
 ATTACKER, VICTIM = 1000, 1001
 TRUTH = "the registry's own bytes\n"
 
@@ -151,18 +150,6 @@ class Target:
         return sum(gets[d] for d in self.layers)
 
 
-def admin_makes(cache: Path) -> None:
-    """The cache as a site's admin makes it: an empty root-owned sticky 1777 directory."""
-    cache.mkdir(mode=0o755)
-    os.chmod(cache, 0o1777)
-
-
-def admin_prepares(cache: Path) -> None:
-    """... and with its subdirectories made by root's first sqshbuild (gc)."""
-    admin_makes(cache)
-    run_root("gc", "--max-size", "1T", "--cache-dir", str(cache))
-
-
 def run_root(*argv: str, env: dict[str, str] | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([sys.executable, "-c", "import os; os.umask(0o077); "
@@ -190,234 +177,260 @@ def truthful(image: Path | None, owners: tuple[int, ...] = (0, VICTIM)) -> None:
         assert image.lstat().st_uid in owners and stat.S_ISREG(image.lstat().st_mode)
 
 
+def attempt(path: Path, kind: str = "file") -> bool:
+    """The attacker tries to create ``path``; True when she could."""
+    code = ("import os, sys\np = sys.argv[1]\ntry:\n"
+            "    os.symlink('/etc/shadow', p) if sys.argv[2] == 'symlink' else "
+            "os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o666))\n"
+            "except OSError:\n    sys.exit(3)\n")
+    proc = subprocess.run(["setpriv", f"--reuid={ATTACKER}", f"--regid={ATTACKER}",
+                           "--clear-groups", sys.executable, "-c", code, str(path), kind],
+                          timeout=30, capture_output=True)
+    return proc.returncode == 0
+
+
+def sound(cache: Path, writers: tuple[int, ...]) -> None:
+    """Every entry of the cache belongs to a writer and is writable by nobody else."""
+    for p in [cache, *cache.rglob("*")]:
+        st = p.lstat()
+        assert st.st_uid in writers, (p, st.st_uid)
+        assert not stat.S_IMODE(st.st_mode) & 0o022, (p, oct(st.st_mode))
+        assert stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode), p
+
+
+def dead_pid() -> int:
+    proc = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    return int(proc.stdout)
+
+
 @pytest.fixture
 def scene(place, registry, clean_env):
-    """(place, cache, canary, image) with the admin's empty cache."""
-    cache = place / "images"
+    """(place, cache, canary, image): /fsx as sites have it (root's, 1777) with root's
+    /fsx/squall (0755) above a cache that does not exist yet."""
+    fsx = place / "fsx"
+    (fsx / "squall").mkdir(parents=True)
+    os.chmod(fsx, 0o1777)
+    os.chmod(fsx / "squall", 0o755)
+    cache = fsx / "squall" / "images"
     canary = make_canary(place)
     target = Target(registry, "v")
     return place, cache, canary, target
 
 
-# -- root follows no link ------------------------------------------------------------------
-@pytest.mark.parametrize("name,kind,aim", [
-    ("layer1.ok", "symlink", "rootdir/secret"),      # was: truncated to 0 bytes
-    ("layer1.partial", "symlink", "rootdir/new"),     # was: the layer's bytes written there
-    ("layer1.tar.tmp", "symlink", "rootdir/secret"),
-    ("layer0.tar", "symlink", "root-file"),
-    ("lock", "symlink", "rootdir/secret"),
-    ("layer1.lock", "symlink", "rootdir/secret"),
-    ("sidecar", "symlink", "rootdir/secret"),
-    ("used", "symlink", "rootdir/secret"),
-    ("index", "symlink", "rootdir/secret"),
-    ("config", "symlink", "rootdir/secret"),
-])
-def test_root_follows_no_planted_link(scene, name, kind, aim):
+# -- the shared cache: written by root and the builder alone -------------------------------
+def test_root_makes_the_cache_the_builders_and_users_can_write_nothing_in_it(scene):
     place, cache, canary, target = scene
-    admin_prepares(cache)
-    before = snapshot(canary)
-    planted = target.names(cache)[name]
-    plant([(planted, kind, str(canary / aim))])
     proc = run_root("build", "--json", "--cache-dir", str(cache), target.ref)
-    truthful(built_or_one_line(proc))
+    truthful(built_or_one_line(proc), (0,))
     assert proc.returncode == 0, proc.stderr
-    assert snapshot(canary) == before
-    run_root("gc", "--max-size", "1", "--cache-dir", str(cache))
-    assert snapshot(canary) == before
-    assert planted.is_symlink(), "another user's entry is never removed"
-
-
-@pytest.mark.parametrize("sub", ["layers", "layers/sha256", "locks", "index"])
-def test_cache_directories_replaced_by_links(scene, sub):
-    """The admin made only the root; the attacker made a subdirectory a link to root's
-    0700 directory (or, for layers/sha256, made layers/ hers): root's build, gc and the
-    victim's build never chmod, chown or write through it."""
-    place, cache, canary, target = scene
-    admin_makes(cache)
-    plant([(cache / sub, "symlink", str(canary / "rootdir"))])
-    before = snapshot(canary)
-    for run in (lambda: run_root("build", "--json", "--cache-dir", str(cache), target.ref),
-                lambda: as_user(VICTIM, place, "build", "--json", "--cache-dir", str(cache),
-                                target.ref)):
-        proc = run()
-        truthful(built_or_one_line(proc))
-        assert snapshot(canary) == before
-        assert "not safe" in proc.stderr, proc.stderr
-    proc = run_root("gc", "--max-size", "1", "--cache-dir", str(cache))
-    built_or_one_line(proc)
-    assert snapshot(canary) == before
-
-
-# -- poisoning -----------------------------------------------------------------------------
-def test_a_look_alike_image_is_never_served(scene, registry):
-    """The attacker copies an image of hers under the victim's digest name (and a sidecar):
-    the victim's srun-like build and root's get the registry's bytes."""
-    place, cache, canary, target = scene
-    admin_prepares(cache)
-    # the attacker's own image, with her marker
-    img = Image([layer(("file", "marker", "alice was here\n"))], {"Cmd": ["/bin/true"]})
-    repo = f"test/poison-{uuid.uuid4().hex[:8]}"
-    registry.pusher.push(repo, "v1", img)
-    own = as_user(ATTACKER, place, "build", "--json", "--cache-dir", str(cache),
-                  f"{registry.host}/{repo}:v1")
-    mine = built_or_one_line(own)
-    assert mine is not None
+    builder = builder_account()
+    assert cache.stat().st_uid == builder and stat.S_IMODE(cache.stat().st_mode) == 0o755
+    sound(cache, (0, builder))
     names = target.names(cache)
-    plant([(names["sqsh"], "copy", str(mine)),
-           (names["sidecar"], "file", json.dumps({"path": str(names["sqsh"])}))])
+    for name, path in sorted(names.items()):
+        for kind in ("file", "symlink"):
+            assert not attempt(path.with_name(path.name + ".x"), kind), (name, kind)
+    assert not attempt(cache / "planted")
     before = snapshot(canary)
     proc = as_user(VICTIM, place, "build", "--json", "--cache-dir", str(cache), target.ref)
-    got = built_or_one_line(proc)
-    assert got is not None and got != names["sqsh"], proc.stderr
-    truthful(got)
-    assert f"note: ignoring {names['sqsh']}" in proc.stderr
-    proc = run_root("build", "--json", "--cache-dir", str(cache), target.ref)
-    truthful(built_or_one_line(proc))
+    assert built_or_one_line(proc) == names["sqsh"] and "note:" not in proc.stderr, proc.stderr
     assert snapshot(canary) == before
 
 
-def test_a_planted_layer_is_never_used(scene):
-    """The attacker plants the victim's top layer as her tar (with its .ok): the victim's
-    image has the registry's bytes."""
-    place, cache, canary, target = scene
-    admin_prepares(cache)
-    fake = place / "fake.tar"
-    import io
-    import tarfile
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as t:
-        data = b"alice was here\n"
-        info = tarfile.TarInfo("marker")
-        info.size = len(data)
-        t.addfile(info, io.BytesIO(data))
-    fake.write_bytes(buf.getvalue())
-    os.chmod(fake, 0o644)
-    names = target.names(cache)
-    plant([(names["layer1.tar"], "copy", str(fake)), (names["layer1.ok"], "file", "")])
-    for run in (lambda: as_user(VICTIM, place, "build", "--json", "--cache-dir", str(cache),
-                                target.ref),
-                lambda: run_root("build", "--json", "--cache-dir", str(cache), target.ref)):
-        proc = run()
-        got = built_or_one_line(proc)
-        assert got is not None, proc.stderr
-        truthful(got)
-
-
-# -- locks ---------------------------------------------------------------------------------
-def test_a_lock_of_another_user_does_not_hold_a_build(scene):
-    """A lock file with a foreign host and an mtime a year ahead (was: 'waiting for
-    elsewhere pid 1' for the 6 h timeout)."""
-    place, cache, canary, target = scene
-    admin_prepares(cache)
-    names = target.names(cache)
-    plant([(names["lock"], "lock", ""), (names["layer0.lock"], "lock", ""),
-           (names["layer1.lock"], "lock", "")])
-    started = time.monotonic()
-    proc = as_user(VICTIM, place, "build", "--json", "--cache-dir", str(cache), target.ref,
-                   timeout=60)
-    truthful(built_or_one_line(proc))
-    assert proc.returncode == 0 and time.monotonic() - started < 30, proc.stderr
-    assert f"note: ignoring the lock {names['lock']}" in proc.stderr
-
-
-def test_fifos_and_sockets_never_block_a_build(scene):
-    """Every name a build opens, planted as a FIFO or a socket: the builds end (no open()
-    blocks) and take nothing from them."""
-    place, cache, canary, target = scene
-    admin_prepares(cache)
-    names = target.names(cache)
-    kinds = ["fifo", "socket"]
-    plant([(p, kinds[i % 2], "") for i, (n, p) in enumerate(sorted(names.items()))
-           if n != "layer0.tar"])
-    plant([(names["layer0.tar"], "fifo", "")])
-    before = snapshot(canary)
-    for run in (lambda: as_user(VICTIM, place, "build", "--json", "--cache-dir", str(cache),
-                                target.ref, timeout=60),
-                lambda: run_root("build", "--json", "--cache-dir", str(cache), target.ref,
-                                 timeout=60),
-                lambda: run_root("gc", "--max-size", "1", "--cache-dir", str(cache),
-                                 timeout=60)):
-        proc = run()
-        if "gc" not in proc.args:
-            got = built_or_one_line(proc)
-            assert got is not None, proc.stderr
-            truthful(got)
-        else:
-            assert proc.returncode == 0, proc.stderr
-    assert snapshot(canary) == before
-
-
-def test_malformed_metadata_is_absence(scene):
-    """Root's own index record, sidecar and lock, malformed: one note naming each, then
-    treated as missing (was: internal error: AttributeError)."""
-    place, cache, canary, target = scene
-    admin_prepares(cache)
-    assert run_root("build", "--json", "--cache-dir", str(cache), target.ref).returncode == 0
-    names = target.names(cache)
-    for body in ("[1, 2]", '{"digest": 7}', '{"digest": "sha256:zz"}', "{not json",
-                 '{"digest": ["x"]}'):
-        names["index"].write_text(body)
-        names["sidecar"].write_text(body)
-        proc = run_root("build", "--json", "--cache-dir", str(cache),
-                        target.ref)
-        truthful(built_or_one_line(proc))
-        assert proc.returncode == 0, proc.stderr
-        assert "malformed" in proc.stderr, (body, proc.stderr)
-        proc = run_root("inspect", "--json", str(names["sqsh"]))
-        assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
-
-
-# -- pulls ---------------------------------------------------------------------------------
 def test_root_warms_then_three_users_one_pull(scene):
     place, cache, canary, target = scene
-    admin_makes(cache)
     assert run_root("build", "--json", "--cache-dir", str(cache), target.ref).returncode == 0
+    before = {str(p): p.lstat().st_mtime_ns for p in cache.rglob("*")}
     for uid in (1001, 1002, 1003):
         proc = as_user(uid, place, "build", "--json", "--cache-dir", str(cache), target.ref)
         got = built_or_one_line(proc)
         assert got == target.names(cache)["sqsh"] and "note:" not in proc.stderr, proc.stderr
     assert target.layer_gets() == len(target.layers)  # one pull for the cluster
+    after = {str(p): p.lstat().st_mtime_ns for p in cache.rglob("*")}
+    assert after == before, "a user's hit wrote nothing in the shared cache"
 
 
-@pytest.mark.parametrize("builders", [None, "1001", "@builders"])
-def test_a_user_pulls_first_then_two_others(scene, builders):
-    """Without a builder identity each user pulls once (no user trusts another's bytes);
-    with 1001 named a builder (by uid or by a group), one pull in all."""
+def test_the_builder_pulls_once_for_everyone(scene):
+    """The plugin's case: the builder account builds (its own HOME, no login), then users
+    and root hit: one pull, every file the builder's."""
     place, cache, canary, target = scene
-    admin_makes(cache)
-    env = {}
-    if builders == "@builders":
-        subprocess.run(["groupadd", "-f", "squall-test-builders"], check=True)
-        subprocess.run(["usermod", "-a", "-G", "squall-test-builders",
-                        _name(1001)], check=True)
-        env["SQSHBUILD_BUILDERS"] = "@squall-test-builders"
-    elif builders:
-        env["SQSHBUILD_BUILDERS"] = builders
-    for uid in (1001, 1002, 1003):
-        proc = as_user(uid, place, "build", "--json", "--cache-dir", str(cache), target.ref,
+    builder = builder_account()
+    home = place / "builder-home"
+    home.mkdir(mode=0o700)
+    os.chown(home, builder, builder)
+    os.chown(cache.parent, builder, builder)  # the packages: /fsx/squall the builder's
+    proc = subprocess.run(
+        ["setpriv", f"--reuid={builder}", f"--regid={builder}", "--init-groups",
+         sys.executable, "-c", "from squall.sqshbuild.cli import main; main()",
+         "build", "--json", "--cache-dir", str(cache), target.ref],
+        env={"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8",
+             "PYTHONPATH": str(ROOT / "python"), "SQSHBUILD_BUILDER": BUILDER},
+        capture_output=True, text=True, timeout=120, cwd="/")
+    truthful(built_or_one_line(proc), (builder,))
+    sound(cache, (builder,))
+    for uid in (1001, 1002):
+        proc = as_user(uid, place, "build", "--json", "--cache-dir", str(cache), target.ref)
+        assert built_or_one_line(proc) == target.names(cache)["sqsh"], proc.stderr
+    assert run_root("build", "--json", "--cache-dir", str(cache), target.ref).returncode == 0
+    assert target.layer_gets() == len(target.layers)
+
+
+def test_users_build_in_their_own_caches_and_never_make_the_shared_one(scene):
+    """A user first, in a cluster whose shared cache was never made: each user's image is
+    in that user's own 0700 cache (no user trusts another's bytes), and no user made the
+    shared cache's directories (was: the first user owned index/ locks/ layers/)."""
+    place, cache, canary, target = scene
+    for uid in (1000, 1001):
+        proc = as_user(uid, place, "build", "--json", "--cache-dir", str(cache), target.ref)
+        got = built_or_one_line(proc)
+        truthful(got, (uid,))
+        own = place / f"home{uid}" / ".cache" / "squall" / "images"
+        assert got is not None and got.parent == own, proc.stderr
+        assert stat.S_IMODE(own.stat().st_mode) == 0o700 and own.stat().st_uid == uid
+    assert not cache.exists()
+    assert run_root("build", "--json", "--cache-dir", str(cache), target.ref).returncode == 0
+    sound(cache, (0, builder_account()))
+
+
+def test_a_users_gc_never_touches_or_reports_the_shared_cache(scene):
+    place, cache, canary, target = scene
+    assert run_root("build", "--json", "--cache-dir", str(cache), target.ref).returncode == 0
+    before = snapshot(cache)
+    for env in ({}, {"SQSHBUILD_BUILDER": str(ATTACKER)}):
+        proc = as_user(ATTACKER, place, "gc", "--max-size", "1", "--cache-dir", str(cache),
                        env=env)
-        assert built_or_one_line(proc) is not None, proc.stderr
-        truthful(built_or_one_line(proc), (0, uid) if builders is None else (0, uid, 1001))
-    pulls = target.layer_gets() // len(target.layers)
-    assert pulls == (3 if builders is None else 1), target.registry.blob_gets()
+        assert "Traceback" not in proc.stderr
+        assert "removed image" not in proc.stdout, proc.stdout
+        assert snapshot(cache) == before
 
 
-def _name(uid: int) -> str:
-    import pwd
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        subprocess.run(["useradd", "-M", "-u", str(uid), f"sqtest{uid}"], check=True)
-        return f"sqtest{uid}"
+# -- TMPDIR, -o and the directories above the cache: nobody else's entry is touched --------
+def test_root_never_removes_or_chmods_a_users_dead_looking_scratch_directory(scene):
+    """A user's sqshbuild-*-<host>.<pid>.* directory in a 1777 TMPDIR, with links inside to
+    root's directory (was: TMPDIR chmodded 0700; root's files deleted)."""
+    place, cache, canary, target = scene
+    tmp = place / "tmp"
+    tmp.mkdir()
+    os.chmod(tmp, 0o1777)
+    host = socket.gethostname()
+    theirs = [tmp / f"sqshbuild-{kind}-{host}.{dead_pid()}.ab12" for kind in
+              ("rootfs", "src", "layers", "out")]
+    plant([(d / "inner", "symlink", str(canary / "rootdir")) for d in theirs] +
+          [(theirs[0] / "fifo", "fifo", ""), (theirs[1] / "x", "file", "x")])
+    for d in theirs:
+        subprocess.run(["setpriv", f"--reuid={ATTACKER}", f"--regid={ATTACKER}",
+                        "--clear-groups", "chmod", "0555", str(d)], check=True)
+    before, tmp_before = snapshot(canary), [snapshot(d) for d in theirs]
+    env = {"TMPDIR": str(tmp)}
+    truthful(built_or_one_line(run_root("build", "--json", "--cache-dir", str(cache),
+                                        "--pipeline", "unpack", target.ref, env=env)))
+    assert run_root("gc", "--max-size", "1", "--cache-dir", str(cache), env=env).returncode == 0
+    assert snapshot(canary) == before and [snapshot(d) for d in theirs] == tmp_before
+    assert stat.S_IMODE(tmp.stat().st_mode) == 0o1777 and tmp.stat().st_uid == 0
+    assert sorted(os.listdir(tmp)) == sorted(d.name for d in theirs), "root's own are gone"
 
 
-# -- random hostile trees ------------------------------------------------------------------
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_root_s_output_never_follows_a_planted_link(scene, mode):
+    """-o DIR/x.sqsh where others may write DIR: a planted x.sqsh -> root's file is refused
+    in one line (was: root's 0600 file replaced by the image, 0644), and planted
+    .building-y.sqsh.<host>.<pid> links for the next pids change nothing."""
+    place, cache, canary, target = scene
+    out = place / "out"
+    out.mkdir()
+    os.chmod(out, mode)
+    secret = canary / "rootdir" / "secret"
+    host = socket.gethostname()
+    pid = dead_pid()
+    plant([(out / "x.sqsh", "symlink", str(secret)), (out / "x.json", "symlink", str(secret))]
+          + [(out / f".building-y.sqsh.{host}.{pid + n}", "symlink", str(secret))
+             for n in range(1, 60)])
+    before = snapshot(canary)
+    proc = run_root("build", "--json", "--cache-dir", str(cache), "-o", str(out / "x.sqsh"),
+                    target.ref)
+    assert built_or_one_line(proc) is None and "is a symlink" in proc.stderr, proc.stderr
+    for pipeline in ("stream", "unpack"):
+        name = f"y-{pipeline}.sqsh"
+        proc = run_root("build", "--json", "--cache-dir", str(cache), "--pipeline", pipeline,
+                        "-o", str(out / name), target.ref)
+        got = built_or_one_line(proc)
+        assert got == out / name, proc.stderr
+        truthful(got, (0,))
+        assert stat.S_IMODE(got.stat().st_mode) == 0o644
+    assert snapshot(canary) == before
+    assert (out / "x.sqsh").is_symlink(), "another user's entry is never removed"
+    assert not [p for p in out.iterdir() if p.name.startswith("sqshbuild-")]
+
+
+def test_a_link_above_the_cache_root_is_never_followed(place, registry, clean_env):
+    """A user's fsx/squall -> <root's directory> (was: the cache made there, mode 1777)."""
+    fsx = place / "fsx"
+    fsx.mkdir()
+    os.chmod(fsx, 0o1777)
+    canary = make_canary(place)
+    target = Target(registry, "above")
+    plant([(fsx / "squall", "symlink", str(canary / "rootdir"))])
+    before = snapshot(canary)
+    proc = run_root("build", "--json", "--cache-dir", str(fsx / "squall" / "images"),
+                    target.ref)
+    assert built_or_one_line(proc) is None, proc.stderr
+    assert "symlink of" in proc.stderr and str(fsx / "squall") in proc.stderr, proc.stderr
+    assert snapshot(canary) == before
+
+
+# -- an earlier squall's 1777 cache ---------------------------------------------------------
+def test_an_earlier_squalls_cache_is_refused_then_converted(scene, registry):
+    """1777 directories with the attacker's look-alike image, links, FIFOs and a hard link
+    to root's marker: root's build names the conversion in one line; a user's build
+    ignores the cache (one note) and builds in the user's own; convert-cache moves root's
+    entries into a new cache and leaves the attacker's, untouched, in the old directory."""
+    place, cache, canary, target = scene
+    assert run_root("build", "--json", "--cache-dir", str(cache), target.ref).returncode == 0
+    for d in [cache, *[p for p in cache.rglob("*") if p.is_dir()]]:
+        os.chown(d, 0, 0)
+        os.chmod(d, 0o1777)  # as an earlier squall made it
+    other = Target(registry, "other")
+    names = other.names(cache)
+    plant([(names["sqsh"], "file", "hsqs alice's bytes"),
+           (names["sidecar"], "symlink", str(canary / "rootdir" / "secret")),
+           (names["lock"], "fifo", ""), (names["layer0.partial"], "symlink",
+                                          str(canary / "rootdir" / "new"))])
+    before = snapshot(canary)
+    proc = run_root("build", "--json", "--cache-dir", str(cache), other.ref)
+    assert built_or_one_line(proc) is None and "convert-cache" in proc.stderr, proc.stderr
+    proc = as_user(VICTIM, place, "build", "--json", "--cache-dir", str(cache), other.ref)
+    got = built_or_one_line(proc)
+    truthful(got, (VICTIM,))
+    assert got is not None and got.parent == place / f"home{VICTIM}" / ".cache" / "squall" / \
+        "images", proc.stderr
+    assert proc.stderr.count("note: ignoring the image cache") == 1, proc.stderr
+    proc = run_root("convert-cache", "--json", "--cache-dir", str(cache))
+    assert proc.returncode == 0, proc.stderr
+    done = json.loads(proc.stdout)
+    assert f"{target.names(cache)['sqsh'].name}" in done["moved"]
+    old = Path(done["old"])
+    assert (old / names["sqsh"].name).read_text() == "hsqs alice's bytes"
+    assert (old / "locks" / names["lock"].name).is_fifo()
+    sound(cache, (0, builder_account()))
+    proc = run_root("build", "--json", "--cache-dir", str(cache), target.ref)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["cached"] is True, proc.stderr
+    assert snapshot(canary) == before
+
+
+# -- random hostile trees -------------------------------------------------------------------
 KINDS = ["symlink-file", "symlink-dir", "symlink-missing", "hardlink", "fifo", "socket",
-         "garbage", "dir", "root-0666"]
-NAMES = ["sqsh", "sidecar", "used", "lock", "index", "config", "layer0.tar", "layer0.ok",
-         "layer0.partial", "layer1.tar", "layer1.ok", "layer1.partial", "layer1.tar.tmp",
-         "layer1.lock"]
-SUBDIRS = ["index", "locks", "layers", "layers/sha256"]
+         "garbage", "dir", "dir-with-link"]
+WHERE = ["tmp", "out", "above"]
+
+
+def _names(place: Path, where: str, host: str, pid: int) -> list[Path]:
+    if where == "tmp":
+        return [place / "tmp" / f"sqshbuild-{k}-{host}.{pid + n}.zz" for n in range(3)
+                for k in ("rootfs", "src", "layers", "cache")]
+    if where == "out":
+        return [place / "out" / n for n in ("x.sqsh", "x.json", f".building-x.sqsh.{host}."
+                                            f"{pid + 1}", f"sqshbuild-out-{host}.{pid}.aa")]
+    return [place / "fsx" / "squall", place / "fsx" / "squall-old"]
 
 
 def _plant_one(path: Path, kind: str, canary: Path) -> None:
@@ -430,7 +443,7 @@ def _plant_one(path: Path, kind: str, canary: Path) -> None:
         os.symlink(aim[kind], path)
     elif kind == "hardlink":
         os.link(canary / "root-file", path)  # root's file under another name
-        return  # root's own: the owner check alone cannot refuse it
+        return
     elif kind == "fifo":
         os.mkfifo(path)
     elif kind == "socket":
@@ -444,58 +457,99 @@ def _plant_one(path: Path, kind: str, canary: Path) -> None:
             os.chdir(here)
     elif kind == "garbage":
         path.write_bytes(b"hsqs" + os.urandom(64))
-    elif kind == "dir":
+    elif kind in ("dir", "dir-with-link"):
         path.mkdir()
-    elif kind == "root-0666":
-        path.write_bytes(b"hsqs writable by all")
-        os.chmod(path, 0o666)
-        return
+        if kind == "dir-with-link":
+            os.symlink(canary / "rootdir", path / "inner")
+            os.lchown(path / "inner", ATTACKER, ATTACKER)
     os.lchown(path, ATTACKER, ATTACKER)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+_RENAMER = r"""
+import os, sys, time
+end = time.monotonic() + float(sys.argv[1])
+aim, dirs = sys.argv[2], sys.argv[3:]
+while time.monotonic() < end:
+    for d in dirs:
+        try:
+            for name in os.listdir(d):
+                p = os.path.join(d, name)
+                try:
+                    os.rename(p, p + ".moved")
+                    os.symlink(aim, p)
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    time.sleep(0.01)
+"""
+
+
+@settings(max_examples=10, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
-@given(entries=st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(KINDS)),
-                        min_size=1, max_size=8),
-       attacker_dirs=st.lists(st.sampled_from(SUBDIRS), max_size=2, unique=True))
-def test_random_hostile_trees(place, registry, clean_env, entries, attacker_dirs):
-    """Random trees of links, hard links, FIFOs, sockets, wrong owners and modes under the
-    cache root, then root's build, a user's build and gc: the canary is unchanged and no
-    build trusts a planted entry."""
+@given(entries=st.lists(st.tuples(st.sampled_from(WHERE), st.integers(0, 11),
+                                  st.sampled_from(KINDS)), min_size=1, max_size=8),
+       rename=st.booleans())
+def test_random_hostile_trees(place, registry, clean_env, entries, rename):
+    """Random trees of links, hard links, FIFOs, sockets, wrong owners and modes in TMPDIR,
+    in an -o directory others write and above the cache root, some renamed and replaced
+    by links while the builds run: root's build with -o, a user's build and root's gc
+    leave the canary as it was and never take a planted entry."""
     run = uuid.uuid4().hex[:8]
-    cache = place / f"images-{run}"
-    canary = place / "canary"
-    if not canary.exists():
-        make_canary(place)
+    base = place / f"r-{run}"
+    base.mkdir()
+    canary = make_canary(base)
+    for d, mode in (("tmp", 0o1777), ("out", 0o777), ("fsx", 0o1777)):
+        (base / d).mkdir()
+        os.chmod(base / d, mode)
+    host, pid = socket.gethostname(), dead_pid()
+    for where, i, kind in entries:
+        names = _names(base, where, host, pid)
+        _plant_one(names[i % len(names)], kind, canary)
     target = _target(registry)
-    admin_makes(cache)
-    for sub in attacker_dirs:  # made by the attacker before root ever ran
-        d = cache / sub
-        d.mkdir(parents=True, exist_ok=True)
-        for p in [d, *d.parents]:
-            if p == cache:
-                break
-            os.chmod(p, 0o777)
-            os.chown(p, ATTACKER, ATTACKER)
-    run_root("gc", "--max-size", "1T", "--cache-dir", str(cache))
-    names = target.names(cache)
-    for name, kind in entries:
-        if names[name].parent.is_dir() and not names[name].parent.is_symlink():
-            _plant_one(names[name], kind, canary)
+    cache = base / "fsx" / "squall" / "images"
     before = snapshot(canary)
-    for go in (lambda: run_root("build", "--json", "--cache-dir", str(cache), target.ref,
-                                timeout=90),
-               lambda: as_user(VICTIM, place, "build", "--json", "--cache-dir", str(cache),
-                               target.ref, timeout=90)):
-        proc = go()
-        got = built_or_one_line(proc)
-        truthful(got)
+    renamer = None
+    if rename:
+        renamer = subprocess.Popen(
+            ["setpriv", f"--reuid={ATTACKER}", f"--regid={ATTACKER}", "--clear-groups",
+             sys.executable, "-c", _RENAMER, "20", str(canary / "rootdir"), str(base / "tmp"),
+             str(base / "out")])
+    env = {"TMPDIR": str(base / "tmp")}
+    try:
+        for go in (lambda: run_root("build", "--json", "--cache-dir", str(cache), "--pipeline",
+                                    "unpack", "-o", str(base / "out" / "x.sqsh"), target.ref,
+                                    env=env, timeout=90),
+                   lambda: as_user(VICTIM, place, "build", "--json", "--cache-dir",
+                                   str(cache), target.ref, env=env, timeout=90)):
+            got = built_or_one_line(go())
+            if got is not None and rename and got.parent == base / "out":
+                # the renamer may move what root published in a directory she may write
+                # (her right there) and put a link in its place: what matters is that
+                # nothing of root's elsewhere changed, and that a file still named so and
+                # root's is the registry's
+                st_ = safefs_lstat(got)
+                got = got if st_ is not None and stat.S_ISREG(st_.st_mode) and \
+                    st_.st_uid == 0 else None
+            truthful(got, (0, VICTIM))
+            assert snapshot(canary) == before
+        proc = run_root("gc", "--max-size", "1", "--cache-dir", str(cache), env=env,
+                        timeout=90)
+        assert "Traceback" not in proc.stderr
         assert snapshot(canary) == before
-    proc = run_root("gc", "--max-size", "1", "--cache-dir", str(cache), timeout=90)
-    assert "Traceback" not in proc.stderr
-    assert snapshot(canary) == before
-    shutil.rmtree(cache, ignore_errors=True)
+    finally:
+        if renamer is not None:
+            renamer.kill()
+            renamer.wait()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def safefs_lstat(p: Path) -> os.stat_result | None:
+    try:
+        return p.lstat()
+    except OSError:
+        return None
 
 
 _TARGETS: dict[str, Target] = {}

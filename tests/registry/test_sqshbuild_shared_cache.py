@@ -1,14 +1,12 @@
-"""One cache, several users (docs/sqshbuild.md, "Permissions"): an admin warms it as root,
-then users with umask 077 build and hit in it; an older version's root-owned directories,
-a cache users may not write and a read-only filesystem still serve hits, and a build then
-goes to the per-user cache with one line of notice. Other users are real (setpriv)."""
+"""One shared cache, several users (docs/security.md): an admin warms it as root, then
+users with umask 077 hit in it and build what it lacks in their own caches; a killed
+warm-up, a user's directory where the cache should be and a read-only filesystem. Other
+users are real (setpriv)."""
 
 from __future__ import annotations
 
 import json
 import os
-import pwd
-import shutil
 import stat
 import subprocess
 import sys
@@ -17,14 +15,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Proxy
+from conftest import ROOT, Proxy, builder_account
 from imagekit import Image, layer, sha
 from sqfs import cat
-from users import USERS, as_root, as_user, known, result
+from users import USERS, as_root, as_user, result
 
-pytestmark = [pytest.mark.registry,
-              pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                                 reason="acting as other users needs root and setpriv")]
+pytestmark = [pytest.mark.registry, pytest.mark.needs_root("acting as other users")]
 @pytest.fixture
 def images(registry):
     """Three small images (warm, user1, user2) with a shared base layer."""
@@ -37,12 +33,18 @@ def images(registry):
     return refs
 
 
+
+
 def modes(root: Path) -> dict[str, str]:
     out = {}
     for p in [root, *root.rglob("*")]:
         st = p.lstat()
         out[str(p.relative_to(root))] = f"{stat.S_IMODE(st.st_mode):04o}"
     return out
+
+
+def own_cache(place: Path, uid: int) -> Path:
+    return place / f"home{uid}" / ".cache" / "squall" / "images"
 
 
 def test_admin_warms_then_two_users_with_umask_077(place, images, clean_env, monkeypatch,
@@ -58,42 +60,26 @@ def test_admin_warms_then_two_users_with_umask_077(place, images, clean_env, mon
         assert hit["cached"] is True and hit["path"] == warm["path"]
         built = result(as_user(uid, place, "build", "--json", "--cache-dir", str(cache),
                                images[own][0]))
-        assert built["cached"] is False and Path(built["path"]).parent == cache
-        # root's image serves every user; another user's is never used (docs/security.md):
-        # 1001 builds "one" again, from root's base layer and its own download of 1000's
-        other = "one" if own == "two" else "warm"
+        assert built["cached"] is False and Path(built["path"]).parent == own_cache(place, uid)
         out_file = place / f"home{uid}" / "copy.sqsh"
         proc = as_user(uid, place, "build", "--json", "--cache-dir", str(cache), "-o",
-                       str(out_file), images[other][0])
+                       str(out_file), images["warm"][0])
         copied = result(proc)
-        assert out_file.stat().st_uid == uid
-        assert cat(out_file, other) == other * 1000
-        if other == "warm":
-            assert copied["cached"] is True and "note:" not in proc.stderr, proc.stderr
-        else:
-            assert copied["cached"] is False, proc.stderr
-            owner = pwd.getpwuid(1000).pw_name if known(1000) else "1000"
-            assert f"note: ignoring {cache}/sha256-" in proc.stderr, proc.stderr
-            assert f"belongs to {owner}, who is not root" in proc.stderr, proc.stderr
+        assert out_file.stat().st_uid == uid and copied["cached"] is True, proc.stderr
+        assert cat(out_file, "warm") == "warm" * 1000 and "note:" not in proc.stderr
+        assert modes(own_cache(place, uid))["."] == "0700"
     got = modes(cache)
-    assert got["."] == "1777"
-    for d in ("index", "locks", "layers", "layers/sha256"):
-        assert got[d] == "1777", (d, got)
-    files = {k: v for k, v in got.items() if (cache / k).is_file()}
-    assert {v for k, v in files.items() if not k.endswith(".used")} == {"0644"}, files
-    assert {v for k, v in files.items() if k.endswith(".used")} == {"0666"}, files
+    assert set(v for k, v in got.items() if (cache / k).is_dir()) == {"0755"}, got
+    assert set(v for k, v in got.items() if (cache / k).is_file()) == {"0644"}, got
+    assert {p.stat().st_uid for p in cache.rglob("*")} <= {0, builder_account()}
     assert not list(cache.glob(".building-*")) and not list(cache.glob("locks/*"))
-    assert len(list(cache.glob("*.sqsh"))) == 3
-    # the first user's per-user cache was never needed
-    assert not (place / "home1000" / ".cache").exists()
+    assert len(list(cache.glob("*.sqsh"))) == 1
 
 
-def test_a_user_takes_over_a_layer_roots_killed_build_left(place, registry, clean_env):
+def test_a_killed_warm_up_is_roots_to_clean_and_no_users_problem(place, registry, clean_env):
     """The admin's warm-up (umask 077) is killed in the middle of a layer: its partial blob
-    and layer file are root's, which no user may write or remove (a sticky directory); a
-    user then builds the same image in the same cache: it downloads that layer for its
-    build only, publishes the image, leaves nothing of its own; root's gc takes root's
-    leftovers."""
+    stays root's in the shared cache; a user then builds the same image in the user's own
+    cache, whole; root's next gc takes root's leftovers."""
     text = os.urandom(4 << 20).hex()
     big = layer(("file", "big", text))
     repo = f"test/users-killed-{uuid.uuid4().hex[:8]}"
@@ -119,93 +105,56 @@ def test_a_user_takes_over_a_layer_roots_killed_build_left(place, registry, clea
         assert partial.stat().st_uid == 0 and not partial.stat().st_mode & 0o022
         slow.rate = 0
         res = result(as_user(1000, place, "build", "--json", "--cache-dir", str(cache), ref))
-        assert Path(res["path"]).parent == cache and res["cached"] is False
+        assert Path(res["path"]).parent == own_cache(place, 1000) and res["cached"] is False
         assert cat(Path(res["path"]), "big") == text
         assert slow.gets[sha(big)] == 2  # root's cut download, then the user's whole one
-        layers = cache / "layers" / "sha256"
-        left = [*layers.glob("*.partial"), *layers.glob("*.tmp"), *cache.glob(".building-*")]
-        # root's dead files are in sticky directories, where only root may remove them:
-        # the user leaves them (and none of its own), root's gc takes them
-        assert left and all(p.stat().st_uid == 0 for p in left), left
-        assert not [p for p in cache.rglob("*") if p.stat().st_uid == 1000
-                    and p.is_file() and p.suffix not in (".sqsh", ".json", ".used", ".tar",
-                                                         ".ok", ".config")]
+        assert not [p for p in cache.rglob("*") if p.lstat().st_uid == 1000]
         subprocess.run([sys.executable, "-c", "from squall.sqshbuild.cli import main; main()",
                         "gc", "--max-size", "1T", "--cache-dir", str(cache)], check=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
                        capture_output=True)
+        layers = cache / "layers" / "sha256"
         assert not list(cache.glob(".building-*")) and not list(layers.glob("*.partial"))
         assert not list(layers.glob("*.tmp"))
     finally:
         slow.close()
 
 
-def test_directories_an_older_version_made_as_root(place, images, clean_env):
-    """make demo's case: the root belongs to the user (0755), index/ and locks/ were made
-    by root 0755 by an older sqshbuild: the user gets a notice naming the directory and
-    the fix, builds in the per-user cache. Root's gc does not work in a directory of
-    another user's (one line naming it); the admin's fix from the notice does."""
+def test_a_users_directory_where_the_cache_should_be(place, images, clean_env):
+    """A user's own directory at the cache path (an older squall let the first user make
+    it): root refuses it in one line and never writes there; the user gets that cache as
+    the user's own; another user ignores it with one note and builds in their own."""
     cache = place / "images"
-    cache.mkdir()
+    cache.mkdir(mode=0o755)
     os.chown(cache, 1000, 1000)
-    for sub in ("index", "locks"):
-        (cache / sub).mkdir(mode=0o755)
-    proc = as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
-                   images["one"][0])
-    res = result(proc)
-    user_cache = place / "home1000" / ".cache" / "squall" / "images"
-    assert Path(res["path"]).parent == user_cache
-    note = [line for line in proc.stderr.splitlines() if "note:" in line]
-    assert len(note) == 1, proc.stderr
-    assert f"chown --reference={cache} {cache}/index" in note[0], note
-    assert "per-user cache" in note[0] and str(user_cache) in note[0]
-    assert modes(user_cache)["."] == "0700"
-    # a hit in the per-user cache the second time, without a notice
-    proc = as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
-                   images["one"][0])
-    assert result(proc)["cached"] is True and "note:" not in proc.stderr
-    # root trusts no directory of another user's (who could swap what is in it)
     proc = subprocess.run([sys.executable, "-c", "from squall.sqshbuild.cli import main; "
-                           "main()", "gc", "--max-size", "1T", "--cache-dir", str(cache)],
+                           "main()", "build", "--cache-dir", str(cache), images["one"][0]],
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
                           capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"{cache} is not safe to use" in proc.stderr and "belongs to" in proc.stderr
-    assert (cache / "index").stat().st_uid == 0
-    # the admin's fix the notice gave: the user builds in place
-    for sub in ("index", "locks"):
-        subprocess.run(["chown", f"--reference={cache}", str(cache / sub)], check=True)
+    assert os.listdir(cache) == []
     res = result(as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
-                         images["two"][0]))
-    assert Path(res["path"]).parent == cache and res["cached"] is False
+                         images["one"][0]))
+    assert Path(res["path"]).parent == cache
+    proc = as_user(1001, place, "build", "--json", "--cache-dir", str(cache), images["one"][0])
+    assert Path(result(proc)["path"]).parent == own_cache(place, 1001)
+    assert proc.stderr.count(f"note: ignoring the image cache {cache}") == 1, proc.stderr
 
 
-def test_cache_users_cannot_write_serves_hits_and_builds_per_user(place, images, clean_env,
-                                                                  monkeypatch, capsys):
+def test_a_users_gc_cleans_the_users_own_cache(place, images, clean_env, monkeypatch, capsys):
     cache = place / "images"
-    rc, out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir", str(cache),
-                           images["warm"][0])
+    rc, _out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir", str(cache),
+                            images["warm"][0])
     assert rc == 0, err
-    os.chmod(cache, 0o755)  # the admin keeps it read-only for users
     before = modes(cache)
-    hit = result(as_user(1001, place, "build", "--json", "--cache-dir", str(cache),
-                         images["warm"][0]))
-    assert hit["cached"] is True and Path(hit["path"]).parent == cache
-    proc = as_user(1001, place, "build", "--json", "--cache-dir", str(cache), images["two"][0])
-    res = result(proc)
-    assert Path(res["path"]).parent == place / "home1001" / ".cache" / "squall" / "images"
-    note = [line for line in proc.stderr.splitlines() if "note:" in line]
-    assert len(note) == 1 and f"chmod 1777 {cache}" in note[0], proc.stderr
-    assert modes(cache) == before
-    # -o needs no writable cache at all
-    out_file = place / "home1001" / "out.sqsh"
-    res = result(as_user(1001, place, "build", "--json", "--cache-dir", str(cache), "-o",
-                         str(out_file), images["one"][0]))
-    assert res["cached"] is False and out_file.is_file()
-    # gc cannot work there: one line
+    res = result(as_user(1001, place, "build", "--json", "--cache-dir", str(cache),
+                         images["two"][0]))
+    assert Path(res["path"]).parent == own_cache(place, 1001)
     proc = as_user(1001, place, "gc", "--max-size", "1K", "--cache-dir", str(cache))
-    assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "not writable by" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "removed image" in proc.stdout and not Path(res["path"]).exists()
+    assert modes(cache) == before and len(list(cache.glob("*.sqsh"))) == 1
 
 
 def test_read_only_filesystem_serves_hits(place, images, clean_env, monkeypatch, capsys):
@@ -231,3 +180,55 @@ def test_read_only_filesystem_serves_hits(place, images, clean_env, monkeypatch,
         assert "read-only filesystem" in err and err.count("note:") == 1, err
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_users_build_reads_the_shared_caches_layers(place, registry, clean_env,
+                                                      monkeypatch, capsys):
+    """What the admin warmed is not pulled again: a user's build of another image with the
+    same base layer (and config) takes them from the shared cache, reads only, and pulls
+    its own top layer once into the user's cache."""
+    base = layer(("dir", "etc"), ("file", "etc/os-release", "ID=shared\n"))
+    top = layer(("file", "mine", "m" * 5000))
+    tag = uuid.uuid4().hex[:8]
+    registry.pusher.push(f"test/base-{tag}", "v1", Image([base], {"Cmd": ["/bin/true"]}))
+    registry.pusher.push(f"test/top-{tag}", "v1", Image([base, top], {"Cmd": ["/bin/true"]}))
+    cache = place / "images"
+    rc, _out, err = as_root(monkeypatch, capsys, "build", "--json", "--cache-dir", str(cache),
+                            f"{registry.host}/test/base-{tag}:v1")
+    assert rc == 0, err
+    before = modes(cache)
+    proxy = Proxy(registry.base)
+    try:
+        res = result(as_user(1000, place, "build", "--json", "--cache-dir", str(cache),
+                             f"{proxy.host}/test/top-{tag}:v1"))
+        assert Path(res["path"]).parent == own_cache(place, 1000)
+        assert cat(Path(res["path"]), "mine") == "m" * 5000
+        assert cat(Path(res["path"]), "etc/os-release") == "ID=shared\n"
+        assert proxy.gets[sha(base)] == 0 and proxy.gets[sha(top)] == 1, proxy.gets
+        assert modes(cache) == before  # only read
+        layers = own_cache(place, 1000) / "layers" / "sha256"
+        assert not list(layers.glob(sha(base).split(":")[1] + "*"))
+    finally:
+        proxy.close()
+
+
+def test_an_explicit_cache_dir_in_a_users_own_directory_is_made_as_theirs(place, images,
+                                                                          clean_env):
+    """A --cache-dir that does not exist yet, in a directory of the user's alone, becomes
+    the user's own cache (0700); in a directory others may write (a 1777 one) it is never
+    made: the user's build goes to the user's own cache, and the path stays free."""
+    mine = place / "home1000" / "work" / "cache"
+    mine.parent.mkdir(mode=0o755)
+    os.chown(mine.parent, 1000, 1000)
+    res = result(as_user(1000, place, "build", "--json", "--cache-dir", str(mine),
+                         images["one"][0]))
+    assert Path(res["path"]).parent == mine
+    st = mine.stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (1000, 0o700)
+    shared = place / "open"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    proc = as_user(1000, place, "build", "--json", "--cache-dir", str(shared / "cache"),
+                   images["two"][0])
+    assert Path(result(proc)["path"]).parent == own_cache(place, 1000), proc.stderr
+    assert not (shared / "cache").exists()

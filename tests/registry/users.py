@@ -14,6 +14,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
+from gate import need_tool
 from squall.sqshbuild.cli import main
 
 USERS = (1000, 1001)
@@ -49,8 +50,11 @@ def as_user(uid: int, place: Path, *argv: str, env: dict[str, str] | None = None
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``sqshbuild ARGV`` as ``uid`` (same gid, no other groups), umask 077."""
     env = {"PATH": os.environ["PATH"], "HOME": str(place / f"home{uid}"),
-           "PYTHONPATH": str(ROOT / "python"), "LANG": "C.UTF-8", **(env or {})}
-    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable,
+           "PYTHONPATH": str(ROOT / "python"), "LANG": "C.UTF-8",
+           **({"SQSHBUILD_BUILDER": os.environ["SQSHBUILD_BUILDER"]}
+              if "SQSHBUILD_BUILDER" in os.environ else {}), **(env or {})}
+    cmd = [need_tool("setpriv", "util-linux"), f"--reuid={uid}", f"--regid={uid}",
+           "--clear-groups", sys.executable,
            "-c", "import os; os.umask(0o077); from squall.sqshbuild.cli import main; main()",
            *argv]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,

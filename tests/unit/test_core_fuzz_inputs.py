@@ -111,6 +111,21 @@ def test_nodecache_fuzz_input(path: Path) -> None:
             assert m == 1
 
 
+@pytest.mark.parametrize("path", _inputs("fuzz_cache_list"), ids=lambda p: p.name)
+def test_cache_list_line_with_a_year_past_9999_is_refused(path: Path) -> None:
+    """A listing line dated in year 2777777777776 overflowed the mtime's seconds (signed
+    overflow, undefined behaviour). No squashfs time is past 2106: such a line is refused
+    (the extraction starts from scratch)."""
+    raw = path.read_bytes()
+    e = ffi.new("struct sq_list_entry *")
+    assert lib.sq_cache_list_parse(ffi.new("char[]", raw), len(raw), e) == -1
+    line = b"-rw-r--r-- 0/0 5 9999-12-31 23:59 squashfs-root/f"
+    assert lib.sq_cache_list_parse(ffi.new("char[]", line), len(line), e) == 0
+    assert e.mtime == 253402300740   # 9999-12-31 23:59 UTC
+    line = line.replace(b"9999-", b"10000-")
+    assert lib.sq_cache_list_parse(ffi.new("char[]", line), len(line), e) == -1
+
+
 def test_efa_refusal_with_newline_in_opt_root_is_one_line() -> None:
     """The EFA refusal printed the opt root raw: a newline in it split the error line."""
     node = ffi.new("struct sq_efa_node *")

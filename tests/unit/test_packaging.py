@@ -89,3 +89,121 @@ def test_slurm_dependency_without_headers_is_one_line(tmp_path):
     proc = slurm_version(tmp_path, None)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "install the Slurm headers" in proc.stderr
+
+
+# -- the image builder account (issue 26, docs/security.md) ------------------------------
+BUILDER_CONF = REPO / "packaging" / "builder"
+POSTINST = REPO / "debian" / "python3-squall.postinst"
+
+
+def first_word(text: str) -> str:
+    lines = [ln.split()[0] for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    return lines[0] if lines else ""
+
+
+def test_the_builder_file_names_squall_builder_and_says_the_uid_must_match():
+    text = BUILDER_CONF.read_text()
+    assert first_word(text) == "squall-builder"
+    comments = " ".join(ln for ln in text.splitlines() if ln.startswith("#"))
+    assert "every node" in comments and "uid" in comments, comments
+
+
+def test_python3_squall_owns_the_builder_file_as_a_conffile():
+    rules = (REPO / "debian" / "rules").read_text()
+    assert re.search(r"install -D -m 0644 packaging/builder \$\(PY_PKG\)/etc/squall/builder",
+                     rules), "debian/rules must install packaging/builder into python3-squall"
+    spec = (REPO / "packaging" / "squall.spec").read_text()
+    files = spec.split("%files -n python%{python3_pkgversion}-squall", 1)[1].split("%changelog")[0]
+    assert "%config(noreplace) %{_sysconfdir}/squall/builder" in files
+    assert "%dir %attr(0700,squall-builder,squall-builder) %{_localstatedir}/lib/squall-builder" \
+        in files
+    control = (REPO / "debian" / "control").read_text()
+    py = control.split("Package: python3-squall", 1)[1]
+    depends = re.search(r"^Depends:(.*?)^\S", py, re.M | re.S)
+    assert depends and re.search(r"\badduser\b", depends.group(1)), "postinst runs adduser"
+    # the plugin reads the same file; python3-squall (its sqshbuild) is what it runs as
+    # the builder, so the plugin package names that package, which owns the file
+    plugin = control.split("Package: squall-slurm-plugin", 1)[1].split("Package:")[0]
+    assert "python3-squall (= ${binary:Version})" in plugin
+
+
+def stubs(tmp_path: Path, existing: str = "") -> tuple[dict[str, str], Path]:
+    """PATH with getent, adduser, install, chown recording their arguments; ``existing``:
+    a passwd line getent knows."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    log = tmp_path / "calls"
+    for name in ("adduser", "install", "chown", "useradd", "groupadd"):
+        (bin_ / name).write_text(f'#!/bin/sh\necho "{name} $*" >>{log}\n')
+    (bin_ / "getent").write_text(
+        f'#!/bin/sh\necho "getent $*" >>{log}\n'
+        f'[ "$1" = passwd ] && [ "$2" = "{existing.split(":")[0]}" ] && '
+        f'echo "{existing}" && exit 0\nexit 2\n')
+    for p in bin_.iterdir():
+        p.chmod(0o755)
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "DPKG_ROOT": str(tmp_path / "root")}
+    return env, log
+
+
+def run_postinst(tmp_path: Path, conf: str | None, existing: str = "") -> list[str]:
+    env, log = stubs(tmp_path, existing)
+    if conf is not None:
+        etc = tmp_path / "root" / "etc" / "squall"
+        etc.mkdir(parents=True)
+        (etc / "builder").write_text(conf)
+    proc = subprocess.run(["sh", str(POSTINST), "configure", ""], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_postinst_creates_the_system_account_and_its_0700_home(tmp_path):
+    calls = run_postinst(tmp_path, BUILDER_CONF.read_text())
+    add = [c for c in calls if c.startswith("adduser ")]
+    assert len(add) == 1, calls
+    args = add[0].split()
+    for want in ("--system", "--group", "--no-create-home"):
+        assert want in args, add
+    assert args[args.index("--home") + 1] == "/var/lib/squall-builder"
+    assert args[args.index("--shell") + 1] == "/usr/sbin/nologin"
+    assert args[-1] == "squall-builder"
+    home = [c for c in calls if c.startswith("install ")]
+    assert home == [f"install -d -m 0700 -o squall-builder -g squall-builder "
+                    f"{tmp_path}/root/var/lib/squall-builder"], calls
+
+
+def test_postinst_keeps_an_account_the_site_made(tmp_path):
+    home = tmp_path / "root" / "var" / "lib" / "squall-builder"
+    home.mkdir(parents=True)
+    calls = run_postinst(tmp_path, "squall-builder\n",
+                         existing="squall-builder:x:990:990::/var/lib/squall-builder:"
+                                  "/usr/sbin/nologin")
+    assert not [c for c in calls if c.split()[0] in ("adduser", "install", "chown")], calls
+
+
+@pytest.mark.parametrize("conf", ["none\n", "# site account\nbuilder7 # LDAP\n"])
+def test_postinst_creates_nothing_when_the_site_names_none_or_its_own(tmp_path, conf):
+    calls = run_postinst(tmp_path, conf)
+    assert not [c for c in calls if c.split()[0] in ("adduser", "install")], calls
+
+
+def spec_pre(spec: str) -> str:
+    m = re.search(r"^%pre -n python%\{python3_pkgversion\}-squall\n(.*?)^%", spec, re.M | re.S)
+    assert m, "the spec has no %pre for python3-squall"
+    return m.group(1)
+
+
+def test_spec_pre_adds_the_system_user_and_group_once(tmp_path):
+    spec = (REPO / "packaging" / "squall.spec").read_text()
+    assert re.search(r"^Requires\(pre\):\s+shadow-utils$", spec, re.M)
+    script = spec_pre(spec).replace("%{_localstatedir}", "/var") \
+        .replace("%{_sbindir}", "/usr/sbin")
+    env, log = stubs(tmp_path)
+    proc = subprocess.run(["sh", "-e", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 0, proc
+    calls = log.read_text().splitlines()
+    assert [c for c in calls if c.startswith("groupadd")] == ["groupadd -r squall-builder"]
+    user = [c for c in calls if c.startswith("useradd")]
+    assert user == ["useradd -r -g squall-builder -d /var/lib/squall-builder "
+                    "-s /usr/sbin/nologin -c squall image builder squall-builder"], calls

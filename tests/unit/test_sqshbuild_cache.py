@@ -12,7 +12,10 @@ import time
 import pytest
 
 from squall.errors import SquallError
-from squall.sqshbuild.cache import ImageCache, parse_size
+from squall.sqshbuild.cache import gc, index
+from squall.sqshbuild.cache.image_cache import open_shared
+from squall.sqshbuild.cache.layout import parse_size
+from squall.sqshbuild.cache.publish import publish
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.versions import VersionProbe
 
@@ -64,34 +67,39 @@ def test_waiter_returns_when_the_holder_publishes(tmp_path):
     holder.release()
 
 
+@pytest.fixture(autouse=True)
+def _no_builder(monkeypatch):
+    monkeypatch.setenv("SQSHBUILD_BUILDER", "none")  # root alone writes these caches
+
+
 def test_publish_index_and_gc(tmp_path):
-    cache = ImageCache.open(tmp_path / "c")
+    cache = open_shared(tmp_path / "c")
     for digest, size in ((D1, 3000), (D2, 5000)):
         tmp = cache.temp_path(digest)
         assert not tmp.name.endswith(".sqsh")
         tmp.write_bytes(b"x" * size)
-        path = cache.publish(digest, tmp, {"reference": digest})
+        path = publish(cache, digest, tmp, {"reference": digest})
         assert path == cache.sqsh(digest) and not tmp.exists()
         assert json.loads(cache.sidecar(digest).read_text())["size"] == size
-    cache.remember("r/x:1", "linux/amd64", D1)
-    assert cache.lookup("r/x:1", "linux/amd64") == D1
-    assert cache.lookup("r/x:1", "linux/arm64") is None
+    index.remember(cache, "r/x:1", "linux/amd64", D1)
+    assert index.lookup(cache, "r/x:1", "linux/amd64") == D1
+    assert index.lookup(cache, "r/x:1", "linux/arm64") is None
     old = time.time() - 1000
     for p in (cache.sidecar(D2), cache.used_marker(D2), cache.sqsh(D2)):
         os.utime(p, (old, old))  # D2 is the least recently used
     (cache.layer_root / "sha256" / ("a" * 64 + ".tar")).write_bytes(b"l" * 100)
     (cache.layer_root / "sha256" / ("a" * 64 + ".ok")).write_bytes(b"")
-    assert cache.gc(10_000, dry_run=True) == []
-    removed = cache.gc(3_500)
+    assert gc.gc(cache, 10_000, dry_run=True) == []
+    removed = gc.gc(cache, 3_500)
     assert [r.get("layer") or r.get("image") for r in removed] == ["sha256:" + "a" * 64, D2]
     assert cache.has(D1) and not cache.has(D2) and not cache.sidecar(D2).exists()
-    assert cache.lookup("r/x:1", "linux/amd64") == D1
+    assert index.lookup(cache, "r/x:1", "linux/amd64") == D1
 
 
 def test_cache_dir_not_writable_is_a_clear_error(tmp_path):
     (tmp_path / "file").write_text("x")
-    with pytest.raises(SquallError, match="cannot create cache directory"):
-        ImageCache.open(tmp_path / "file" / "cache")
+    with pytest.raises(SquallError, match="cannot create the image cache"):
+        open_shared(tmp_path / "file" / "cache")
 
 
 @pytest.mark.parametrize("text,value", [("1024", 1024), ("500M", 500 << 20), ("2G", 2 << 30),
@@ -132,25 +140,40 @@ def test_version_probe():
                            "python": "3.12", "pytorch": "2.3.0a0+40ec155e58"}
 
 
-def test_subdirectories_inherit_a_shared_root_mode(tmp_path):
+def test_a_new_shared_cache_is_written_by_nobody_else(tmp_path):
+    """0755 directories, 0644 files, no 0666 marker: whatever the umask (docs/security.md)."""
     import stat
+    old = os.umask(0)
+    try:
+        cache = open_shared(tmp_path / "shared")
+        tmp = cache.temp_path(D1)
+        tmp.write_bytes(b"x")
+        publish(cache, D1, tmp, {"reference": "r"})
+    finally:
+        os.umask(old)
+    for p in [cache.root, *cache.root.rglob("*")]:
+        mode = stat.S_IMODE(p.lstat().st_mode)
+        assert mode == (0o755 if p.is_dir() else 0o644), (p, oct(mode))
 
-    from squall.sqshbuild.layers import LayerCache
+
+@pytest.mark.parametrize("mode", [0o1777, 0o2775, 0o777])
+def test_a_cache_others_may_write_is_refused_with_the_conversion(tmp_path, mode):
+    """An earlier squall's cache (1777, or 2775 for a group of builders): neither read nor
+    written, one line naming the command that converts it; its mode is left as it was."""
+    import stat
     root = tmp_path / "shared"
     root.mkdir()
-    os.chmod(root, 0o2775)
-    cache = ImageCache.open(root)
-    LayerCache(cache.layer_root)
-    # group-writable, so sticky: no member may rename or remove another's entry
-    for sub in ("index", "locks", "layers", "layers/sha256"):
-        assert stat.S_IMODE((root / sub).stat().st_mode) == 0o3775, sub
+    os.chmod(root, mode)
+    with pytest.raises(SquallError, match="sqshbuild convert-cache --cache-dir"):
+        open_shared(root)
+    assert stat.S_IMODE(root.stat().st_mode) == mode
 
 
 def test_gc_cli(tmp_path):
-    cache = ImageCache.open(tmp_path / "c")
+    cache = open_shared(tmp_path / "c")
     tmp = cache.temp_path(D1)
     tmp.write_bytes(b"x" * 4096)
-    cache.publish(D1, tmp, {"reference": "r"})
+    publish(cache, D1, tmp, {"reference": "r"})
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..",
                                                     "python"))
     cli = [sys.executable, "-c", "from squall.sqshbuild.cli import main; main()"]
@@ -163,3 +186,17 @@ def test_gc_cli(tmp_path):
     proc = subprocess.run([*cli, "gc", "--max-size", "lots", "--cache-dir", str(cache.root)],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and proc.stderr.startswith("sqshbuild: error: size 'lots'")
+
+
+def test_a_layer_cache_elsewhere_is_checked_like_the_cache(tmp_path, monkeypatch):
+    """SQSHBUILD_LAYER_CACHE outside the cache root: made the same way (0755), and one
+    others may write is refused as the cache itself would be."""
+    import stat
+    monkeypatch.setenv("SQSHBUILD_LAYER_CACHE", str(tmp_path / "layers"))
+    cache = open_shared(tmp_path / "c")
+    assert cache.layer_root == tmp_path / "layers"
+    assert stat.S_IMODE((tmp_path / "layers" / "sha256").stat().st_mode) == 0o755
+    assert not (tmp_path / "c" / "layers").exists()
+    os.chmod(tmp_path / "layers" / "sha256", 0o777)
+    with pytest.raises(SquallError, match="convert-cache"):
+        open_shared(tmp_path / "c")

@@ -47,67 +47,93 @@ def model(stack: list[list[Op]]) -> dict[str, Node] | None:
     it made itself (the applier refuses those layers)."""
     tree: dict[str, Node] = {}
     for layer in map(expand, stack):
-        seen: dict[str, str] = {}
-        for kind, path, _ in layer:   # whiteouts hide lower layers only
-            if kind == "whiteout":
-                for p in _below(tree, path):
-                    del tree[p]
-            elif kind == "opaque":
-                for p in _below(tree, path):
-                    if p != path:
-                        del tree[p]
-        files: dict[str, str] = {}
-        later: dict[str, str] = {}
-        for kind, path, arg in reversed(layer):
-            if kind == "file":
-                later[path] = arg
-        for kind, path, arg in layer:
-            if kind in ("whiteout", "opaque"):
-                parent = path if kind == "opaque" else path.rpartition("/")[0]
-                if parent and seen.get(parent, "dir") != "dir":
-                    return None
-                continue
-            parts = path.split("/")
-            for i in range(1, len(parts)):
-                anc = "/".join(parts[:i])
-                if seen.get(anc, "dir") != "dir":
-                    return None    # written through a non-directory of the same layer
-            if path in seen:
-                continue           # first entry wins
-            if kind != "dir" and any(p.startswith(path + "/") for p in seen):
-                return None        # made a non-directory after writing below it
-            seen[path] = kind
-            for i in range(1, len(parts)):
-                anc = "/".join(parts[:i])
-                if tree.get(anc, ("dir", ""))[0] != "dir":
-                    tree[anc] = ("dir", "")
-                tree.setdefault(anc, ("dir", ""))
-            if kind == "dir":
-                if tree.get(path, ("dir", ""))[0] != "dir":
-                    del tree[path]
-                tree.setdefault(path, ("dir", ""))
-                continue
-            if kind == "hardlink":
-                # the target may come later in the same layer: links are resolved at the end
-                content = files.get(arg, later.get(arg))
-                if content is None:
-                    node = tree.get(arg)
-                    if node is None or node[0] != "file":
-                        DANGLING.append(path)   # refused if it is kept
-                        seen.pop(path)
-                        for p in _below(tree, path):   # a non-directory all the same
-                            del tree[p]
-                        continue
-                    content = node[1]
-                node = ("file", content)
-            else:
-                node = (kind, arg)
+        _hide_lower(tree, layer)
+        if not _LayerModel(tree, layer).apply():
+            return None
+    return tree
+
+
+def _hide_lower(tree: dict[str, Node], layer: list[Op]) -> None:
+    """Whiteouts and opaque directories hide the lower layers only."""
+    for kind, path, _ in layer:
+        if kind == "whiteout":
             for p in _below(tree, path):
                 del tree[p]
-            tree[path] = node
-            if node[0] == "file":
-                files[path] = node[1]
-    return tree
+        elif kind == "opaque":
+            for p in _below(tree, path):
+                if p != path:
+                    del tree[p]
+
+
+class _LayerModel:
+    """One layer's entries applied to the tree below it, in the layer's order."""
+
+    def __init__(self, tree: dict[str, Node], layer: list[Op]) -> None:
+        self.tree = tree
+        self.layer = layer
+        self.seen: dict[str, str] = {}
+        # what a hard link of this layer may link: files and symlinks (link(2) links a
+        # symlink itself), the first entry of a path if it comes later in the layer
+        self.files: dict[str, Node] = {}
+        self.later: dict[str, Node] = {
+            path: (kind, arg) for kind, path, arg in reversed(layer)
+            if kind in ("file", "symlink")}
+
+    def apply(self) -> bool:
+        """False when the applier refuses the layer."""
+        for kind, path, arg in self.layer:
+            if kind in ("whiteout", "opaque"):
+                parent = path if kind == "opaque" else path.rpartition("/")[0]
+                if parent and self.seen.get(parent, "dir") != "dir":
+                    return False
+                continue
+            if not self._place(kind, path, arg):
+                return False
+        return True
+
+    def _place(self, kind: str, path: str, arg: str) -> bool:
+        parts = path.split("/")
+        ancestors = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        if any(self.seen.get(anc, "dir") != "dir" for anc in ancestors):
+            return False       # written through a non-directory of the same layer
+        if path in self.seen:
+            return True        # first entry wins
+        if kind != "dir" and any(p.startswith(path + "/") for p in self.seen):
+            return False       # made a non-directory after writing below it
+        self.seen[path] = kind
+        for anc in ancestors:
+            if self.tree.get(anc, ("dir", ""))[0] != "dir":
+                self.tree[anc] = ("dir", "")
+            self.tree.setdefault(anc, ("dir", ""))
+        if kind == "dir":
+            if self.tree.get(path, ("dir", ""))[0] != "dir":
+                del self.tree[path]
+            self.tree.setdefault(path, ("dir", ""))
+            return True
+        node = self._link_target(arg) if kind == "hardlink" else (kind, arg)
+        if node is None:
+            DANGLING.append(path)   # refused if it is kept
+            self.seen.pop(path)
+            for p in _below(self.tree, path):   # a non-directory all the same
+                del self.tree[p]
+            return True
+        for p in _below(self.tree, path):
+            del self.tree[p]
+        self.tree[path] = node
+        if node[0] in ("file", "symlink"):
+            self.files[path] = node
+        return True
+
+    def _link_target(self, arg: str) -> Node | None:
+        """What a hard link to arg links; the target may come later in the same layer
+        (links are resolved at the end). None: nothing a hard link can link."""
+        linked = self.files.get(arg, self.later.get(arg))
+        if linked is not None:
+            return linked
+        node = self.tree.get(arg)
+        if node is None or node[0] not in ("file", "symlink"):
+            return None
+        return node
 
 
 def expand(layer: list[Op]) -> list[Op]:

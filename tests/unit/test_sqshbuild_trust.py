@@ -10,25 +10,58 @@ import time
 import pytest
 
 from squall.sqshbuild import safefs
-from squall.sqshbuild.cache import ImageCache
+from squall.sqshbuild.cache import index
+from squall.sqshbuild.cache.image_cache import open_shared
+from squall.sqshbuild.cache.publish import publish
 from squall.sqshbuild.lock import SharedLock, pid_alive
-from squall.sqshbuild.trust import Trust
+from squall.sqshbuild.trust import BUILDER_ENV, Trust, builder_uid, is_writer
 
 D1 = "sha256:" + "1" * 64
 OTHER = 4242  # a uid nobody trusts
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+root_only = pytest.mark.needs_root("chown to another user")
 
 
-def test_builders_by_uid_name_and_group(monkeypatch):
-    monkeypatch.setenv("SQSHBUILD_BUILDERS", "4243, root ,@0,no-such-user-here")
-    t = Trust.current()
-    assert t.owner(4243) and t.owner(0) and t.owner(os.geteuid())
-    assert not t.owner(OTHER)
-    assert 0 in t.gids
+@pytest.fixture(autouse=True)
+def _no_builder(monkeypatch):
+    monkeypatch.setenv(BUILDER_ENV, "none")
+
+
+def test_the_builder_is_one_account_by_name_or_uid(monkeypatch, tmp_path):
+    monkeypatch.setenv(BUILDER_ENV, "root")
+    assert builder_uid() == 0 and Trust.shared().uids == {0}
+    monkeypatch.setenv(BUILDER_ENV, "4243")
+    assert builder_uid() == 4243 and Trust.shared().owner(4243)
+    assert is_writer(4243) and is_writer(0) and not is_writer(OTHER)
+    monkeypatch.setenv(BUILDER_ENV, "no-such-user-here")
+    assert builder_uid() is None and Trust.shared().uids == {0}
+    monkeypatch.setenv(BUILDER_ENV, "none")
+    assert builder_uid() is None and not Trust.shared().owner(os.geteuid() or OTHER)
+
+
+def test_the_builder_file_is_read_without_following_or_blocking(monkeypatch, tmp_path):
+    from squall.sqshbuild import trust
+    monkeypatch.delenv(BUILDER_ENV)
+    f = tmp_path / "builder"
+    monkeypatch.setattr(trust, "BUILDER_FILE", f)
+    assert trust.builder_name() == "squall-builder"  # the packages' account
+    f.write_text("# the account that writes /fsx/squall/images\n\n  4243 trailing\n")
+    assert trust.builder_name() == "4243"
+    f.unlink()
+    os.mkfifo(f)
+    assert trust.builder_name() == "squall-builder"  # a FIFO answers at once: default
+    f.unlink()
+    (tmp_path / "elsewhere").write_text("root\n")
+    f.symlink_to(tmp_path / "elsewhere")
+    assert trust.builder_name() == "squall-builder"
+    f.unlink()
+    f.write_text("none\n")
+    assert trust.builder_name() == ""
+    os.chmod(f, 0o666)  # as the plugin reads it: root's alone, or the default
+    assert trust.builder_name() == "squall-builder"
 
 
 def test_a_file_with_two_links_or_writable_by_all_is_not_trusted(tmp_path):
-    t = Trust.current()
+    t = Trust.private()
     f = tmp_path / "f"
     f.write_bytes(b"x")
     os.chmod(f, 0o644)
@@ -100,26 +133,26 @@ def test_a_lock_of_an_untrusted_user_is_ignored_at_once(tmp_path, caplog):
 
 @root_only
 def test_an_index_record_or_image_of_an_untrusted_user_is_absence(tmp_path, caplog):
-    cache = ImageCache.open(tmp_path / "c")
+    cache = open_shared(tmp_path / "c")
     tmp = cache.temp_path(D1)
     tmp.write_bytes(b"hsqs")
-    cache.publish(D1, tmp, {"reference": "r"})
-    cache.remember("r/x:1", "linux/amd64", D1)
-    assert cache.lookup("r/x:1", "linux/amd64") == D1
-    os.chown(cache._index_path("r/x:1", "linux/amd64"), OTHER, OTHER)
-    fresh = ImageCache.open(tmp_path / "c")
-    assert fresh.lookup("r/x:1", "linux/amd64") is None
+    publish(cache, D1, tmp, {"reference": "r"})
+    index.remember(cache, "r/x:1", "linux/amd64", D1)
+    assert index.lookup(cache, "r/x:1", "linux/amd64") == D1
+    os.chown(index.index_path(cache, "r/x:1", "linux/amd64"), OTHER, OTHER)
+    fresh = open_shared(tmp_path / "c")
+    assert index.lookup(fresh, "r/x:1", "linux/amd64") is None
     assert "note: ignoring" in caplog.text
     os.chown(fresh.sqsh(D1), OTHER, OTHER)
-    assert not fresh.has(D1) and fresh.blocked(D1)
+    assert not fresh.has(D1)
 
 
 @pytest.mark.parametrize("body", ["[1, 2]", '{"digest": 7}', '{"digest": "sha256:zz"}',
                                   "{not json", "\x00\xff"])
 def test_a_malformed_index_record_is_one_note(tmp_path, caplog, body):
-    cache = ImageCache.open(tmp_path / "c")
-    cache._index_path("r/x:1", "linux/amd64").write_text(body)
-    assert cache.lookup("r/x:1", "linux/amd64") is None
+    cache = open_shared(tmp_path / "c")
+    index.index_path(cache, "r/x:1", "linux/amd64").write_text(body)
+    assert index.lookup(cache, "r/x:1", "linux/amd64") is None
     assert caplog.text.count("malformed index record") == 1
 
 
@@ -129,5 +162,5 @@ def test_a_chain_with_a_repeated_name_names_the_right_directory(tmp_path):
     inner.mkdir(parents=True)
     os.chmod(inner, 0o777)
     with pytest.raises(safefs.Unsafe) as exc:
-        safefs.check_chain(inner, Trust.current())
+        os.close(safefs.walk(inner, Trust.private(), dirs=Trust.private())[0])
     assert str(exc.value).startswith(f"{inner} is writable by every user"), exc.value

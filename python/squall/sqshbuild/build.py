@@ -6,8 +6,6 @@ import errno
 import json
 import os
 import shutil
-import socket
-import stat
 import subprocess
 import tempfile
 import time
@@ -16,24 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squall.atomic_write import temp_name, write_atomic
 from squall.errors import SquallError
 from squall.log import log
-from squall.sqshbuild import enroot_files, mirrors
-from squall.sqshbuild.cache import (
-    FILE_MODE,
-    TMP_PREFIX,
+from squall.sqshbuild import enroot_files, fdtree, jsonbound, mirrors
+from squall.sqshbuild.cache import index
+from squall.sqshbuild.cache.image_cache import (
     ImageCache,
+    open_private,
+    open_reader,
+    open_shared,
+)
+from squall.sqshbuild.cache.layout import (
+    TMP_PREFIX,
+    default_cache_dir,
     disk_error,
     entry_name,
-    fsync_dir,
-    remove_dead_temps,
-    remove_dead_work_dirs,
-    rmtree_forced,
     user_cache_dir,
     work_dir_prefix,
 )
+from squall.sqshbuild.cache.leftovers import remove_dead_temps, remove_dead_work_dirs
+from squall.sqshbuild.cache.publish import publish
 from squall.sqshbuild.layers import LayerCache
+from squall.sqshbuild.outpath import OutputTarget
 from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
 from squall.sqshbuild.registry import (
@@ -53,7 +55,7 @@ from squall.sqshbuild.squash import (
     squash_error,
     tar2sqfs_argv,
 )
-from squall.sqshbuild.trust import may_remove
+from squall.sqshbuild.trust import builder_name, is_writer
 from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
 from squall.sqshbuild.versions import VersionProbe
 from squall.sqshbuild.writeback import EarlyWriteback
@@ -117,8 +119,9 @@ def default_jobs() -> int:
 @dataclass
 class Caches:
     """Where hits are looked for (``read``, in order) and where this build writes (its
-    lock, layers and image): the shared cache when this user can write it, else the
-    per-user cache (with a notice), else, for ``-o``, a scratch cache removed afterwards."""
+    lock, layers and image): for root and the builder the shared cache; for a user the
+    user's own cache, the shared one only read (docs/security.md); for ``-o`` without a
+    cache of one's own, a scratch cache removed afterwards."""
 
     read: list[ImageCache]
     write: ImageCache
@@ -133,50 +136,59 @@ class Caches:
 
     def lookup(self, reference: str, platform: str, variant: str) -> str | None:
         for cache in (*self.read, self.write):
-            known = cache.lookup(reference, platform, variant)
+            known = index.lookup(cache, reference, platform, variant)
             if known:
                 return known
         return None
 
-    def building(self, digest: str = "", variant: str = "") -> ImageCache:
-        """The cache a build writes to; says once why it is not the shared one. An entry
-        whose names are taken there by another user's files (never replaced:
-        docs/security.md) is built in the per-user cache instead."""
-        blocked = self.write.blocked(digest, variant) if digest else ""
-        if blocked:
-            user_root = user_cache_dir().absolute()
-            if user_root == self.write.root:
-                raise SquallError(f"cannot build {digest} in {self.write.root}: {blocked}")
-            user = ImageCache.open(user_root, private=True)
-            log.warning("note: %s; building in the per-user cache %s instead", blocked,
-                        user.root)
-            self.write, self.notice = user, ""
-            return user
-        if self.notice:
-            log.warning("note: %s", self.notice)
-            self.notice = ""
+    def building(self, reporter: Reporter) -> ImageCache:
+        """The cache a build writes to; says once where, when it is not the shared one."""
+        if self.notice.startswith("note: "):
+            log.warning("%s", self.notice)
+        elif self.notice:
+            reporter.stage(self.notice)
+        self.notice = ""
         return self.write
 
 
 def open_caches(opts: BuildOptions) -> Caches:
-    shared = ImageCache.open(opts.cache_dir, must_write=False)
-    if shared.writable:
-        return Caches([shared], shared)
-    read = [shared]
-    user_root = user_cache_dir().absolute()
-    user: ImageCache | None = None
-    if user_root != shared.root:
-        user = ImageCache.open(user_root, private=True, must_write=False)
-        if user.writable:
-            return Caches(read, user, f"{shared.problem}; building in the per-user cache "
-                                      f"{user.root} instead")
-        read.append(user)
-    if opts.output is not None:  # -o needs no cache: layers go to a scratch one
-        scratch = Path(tempfile.mkdtemp(prefix=work_dir_prefix("cache"), dir=opts.work_dir))
-        cache = ImageCache.open(scratch, private=True, layer_root=scratch / "layers")
-        return Caches(read, cache, scratch=scratch)
-    why = f"; nor the per-user cache: {user.problem}" if user is not None else ""
-    raise SquallError(f"{shared.problem}{why}")
+    root = (opts.cache_dir or default_cache_dir()).absolute()
+    notice = ""
+    if is_writer():
+        try:
+            found: ImageCache | None = open_shared(root, must_write=False)
+        except SquallError as exc:
+            if opts.output is None:
+                raise
+            return _scratch([], opts, f"note: {exc}; -o needs no cache: building without one")
+        assert found is not None
+        if found.writable:
+            return Caches([found], found)
+        notice = found.problem
+    else:
+        # A user makes no shared path; only an explicit --cache-dir in a directory of the
+        # user's alone becomes the user's own cache.
+        found = open_reader(root, make_own=opts.cache_dir is not None)
+        if found is not None and found.writable:
+            return Caches([found], found)
+    read = [found] if found is not None else []
+    try:
+        own = open_private(user_cache_dir().absolute())
+    except SquallError:
+        if opts.output is None:
+            raise
+        return _scratch(read, opts)
+    if notice:
+        return Caches(read, own, f"note: {notice}; building in your own cache {own.root}")
+    writer = builder_name() or "root"
+    return Caches(read, own, f"building in your own cache {own.root} (the shared cache "
+                             f"{root} is written by {writer} alone)")
+
+
+def _scratch(read: list[ImageCache], opts: BuildOptions, notice: str = "") -> Caches:
+    """For -o without a cache to write: a private one, removed after the build."""
+    scratch = Path(tempfile.mkdtemp(prefix=work_dir_prefix("cache"), dir=opts.work_dir))
+    return Caches(read, open_private(scratch), notice, scratch=scratch)
 
 
 def build(ref_text: str, opts: BuildOptions) -> BuildResult:
@@ -191,8 +203,7 @@ def build(ref_text: str, opts: BuildOptions) -> BuildResult:
         caches = open_caches(opts)
         try:
             remove_dead_work_dirs(opts.work_dir or Path(tempfile.gettempdir()))
-            if caches.write.writable:
-                remove_dead_temps(caches.write.root, f"{TMP_PREFIX}*")
+            remove_dead_temps(caches.write.root, f"{TMP_PREFIX}*", caches.write.trust)
             if src.kind == "registry":
                 conf = mirrors.load()
                 candidates = mirrors.search_candidates(src, conf)  # short names: search
@@ -220,7 +231,7 @@ def _hit(cache: ImageCache, src: Source, digest: str, platform: str,
          opts: BuildOptions) -> BuildResult:
     variant = opts.squash.variant()
     cache.touch(digest, variant)
-    cache.remember(src.canonical, platform, digest)
+    index.remember(cache, src.canonical, platform, digest)
     path = cache.sqsh(digest, variant)
     side = cache.read_sidecar(digest, variant) or {}
     if opts.output is not None:
@@ -254,7 +265,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
     found = caches.find(digest, variant)
     if found is not None:
         return _hit(found, src, digest, platform, opts)
-    cache = caches.building(digest, variant)
+    cache = caches.building(rep)
     lock = cache.lock(digest, variant)
     if not lock.acquire(done=lambda: cache.has(digest, variant), on_wait=rep.waiting):
         return _hit(cache, src, digest, platform, opts)
@@ -263,13 +274,15 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
         if cache.has(digest, variant):
             return _hit(cache, src, digest, platform, opts)
         _clean_dead_temps(cache, digest, variant)
-        layers_cache = LayerCache(cache.layer_root, cache.trust, opts.work_dir)
+        layers_cache = LayerCache(cache.layer_root, cache.trust, opts.work_dir,
+                                  read_only=[(c.layer_root, c.trust) for c in caches.read
+                                             if c is not cache])
         config_bytes = layers_cache.config(client, manifest.config.digest)
-        try:
-            config = json.loads(config_bytes)
-        except ValueError:
-            raise SquallError(f"config {manifest.config.digest} of {client.name} is not JSON: "
-                              "the image is broken; re-push it") from None
+        config = jsonbound.loads(config_bytes, f"config {manifest.config.digest} of "
+                                               f"{client.name}")
+        if not isinstance(config, dict):
+            raise SquallError(f"config {manifest.config.digest} of {client.name} is not a JSON "
+                              "object: the image is broken; re-push it")
         rep.stage(f"downloading {len(manifest.layers)} layers")
         rep.download_start(sum(d.size for d in manifest.layers))
         sidecar = {
@@ -308,7 +321,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifes
                     layers_cache.wait_durable()
                 except SquallError:
                     pass  # the build's own error is the one to report
-        cache.remember(src.canonical, platform, digest)
+        index.remember(cache, src.canonical, platform, digest)
     finally:
         lock.release()
         if layers_cache is not None:
@@ -331,7 +344,7 @@ def _build_local(src: Source, caches: Caches, platform: str, arch: str,
         found = caches.find(digest, variant)
         if found is not None:
             return _hit(found, src, digest, platform, opts)
-        cache = caches.building(digest, variant)
+        cache = caches.building(opts.reporter)
         lock = cache.lock(digest, variant)
         if not lock.acquire(done=lambda: cache.has(digest, variant),
                             on_wait=opts.reporter.waiting):
@@ -346,13 +359,13 @@ def _build_local(src: Source, caches: Caches, platform: str, arch: str,
             }
             path, side, pipeline = _squash_and_publish(cache, digest, image.config, layers,
                                                        sidecar, opts)
-            cache.remember(src.canonical, platform, digest)
+            index.remember(cache, src.canonical, platform, digest)
         finally:
             lock.release()
         return BuildResult(path, digest, src.canonical, False, opts.elapsed(), side,
                            pipeline)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _rmtree(work)
 
 
 def _platform_of(config: dict[str, Any], default: str) -> str:
@@ -361,15 +374,8 @@ def _platform_of(config: dict[str, Any], default: str) -> str:
 
 
 def _clean_dead_temps(cache: ImageCache, digest: str, variant: str) -> None:
-    """We hold the lock, so any temp file for this entry is a dead build's leftover (one
-    this user may not remove stays for its owner or gc)."""
-    for p in cache.root.glob(f"{TMP_PREFIX}{entry_name(digest, variant)}.*"):
-        try:
-            st = p.lstat()
-            if not stat.S_ISDIR(st.st_mode) and may_remove(st, cache.trust):
-                p.unlink()
-        except OSError:
-            pass
+    """We hold the lock, so any temp file for this entry is a dead build's leftover."""
+    remove_dead_temps(cache.root, f"{TMP_PREFIX}{entry_name(digest, variant)}.*", cache.trust)
 
 
 def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
@@ -379,17 +385,15 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
     probe = VersionProbe()
     pipeline = pick_pipeline(opts.squash)
     variant = opts.squash.variant()
-    if opts.output is not None:
-        out_final = opts.output.resolve()
-        tmp = _output_temp(out_final)
-    else:
-        out_final = cache.sqsh(digest, variant)
-        tmp = cache.temp_path(digest, variant)
+    target = OutputTarget(opts.output) if opts.output is not None else None
+    tmp = target.temp if target is not None else cache.temp_path(digest, variant)
+    dest = Dest(tmp, target.dir / target.name if target is not None else tmp,
+                target.fds if target is not None else ())
     opts.reporter.stage(f"squashing ({pipeline}, {opts.squash.describe()})")
     opts.reporter.squash_start(len(layers))
     try:
         with EarlyWriteback(tmp):  # the publish fsync then waits for the last blocks only
-            _squash(pipeline, layers, files, probe, tmp, opts)
+            _squash(pipeline, layers, files, probe, dest, opts)
         opts.mark("squash_done")
         sidecar = dict(sidecar, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        versions=dict(sorted(probe.found.items())),
@@ -399,24 +403,38 @@ def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],
                                "no_data_compression": opts.squash.no_data_compression},
                        sqshbuild_version=VERSION,
                        env=_env_of(config), entrypoint=_ep_of(config))
-        if opts.output is not None:
-            path = _publish_to(tmp, out_final, sidecar)
+        if target is not None:
+            path = _publish_to(target, sidecar)
         else:
-            path = cache.publish(digest, tmp, sidecar, variant)
+            path = publish(cache, digest, tmp, sidecar, variant)
         opts.mark("published")
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if target is None:
+            tmp.unlink(missing_ok=True)  # our own temporary file in a cache we write
         raise
+    finally:
+        if target is not None:
+            target.close()
     opts.reporter.done()
     return path, sidecar, pipeline
 
 
+@dataclass(frozen=True)
+class Dest:
+    """Where a squash tool writes (``path``), what messages name (``shown``: the -o path,
+    not ``/proc/self/fd/N/...``) and the descriptors the tool inherits for it."""
+
+    path: Path
+    shown: Path
+    fds: tuple[int, ...] = ()
+
+
 def _squash(pipeline: str, layers: list[Layer], files: enroot_files.EnrootFiles,
-            probe: VersionProbe, out: Path, opts: BuildOptions) -> None:
+            probe: VersionProbe, dest: Dest, opts: BuildOptions) -> None:
     if pipeline == "stream":
-        _squash_stream(layers, files, probe, out, opts)
+        _squash_stream(layers, files, probe, dest, opts)
     else:
-        _squash_unpack(layers, files, probe, out, opts)
+        _squash_unpack(layers, files, probe, dest, opts)
 
 
 def _env_of(config: dict[str, Any]) -> list[str]:
@@ -430,10 +448,10 @@ def _ep_of(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: VersionProbe,
-                   out: Path, opts: BuildOptions) -> None:
-    argv = tar2sqfs_argv(str(out), opts.squash)
+                   dest: Dest, opts: BuildOptions) -> None:
+    argv = tar2sqfs_argv(str(dest.path), opts.squash)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, pass_fds=dest.fds)
     assert proc.stdin is not None
     grow_pipe(proc.stdin.fileno())
     err_text = ""
@@ -458,11 +476,11 @@ def _squash_stream(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
             err_text = proc.stderr.read().decode(errors="replace")
     rc = proc.wait()
     if rc != 0:
-        raise squash_error("tar2sqfs", rc, err_text, str(out))
+        raise squash_error("tar2sqfs", rc, err_text, str(dest.shown))
 
 
 def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: VersionProbe,
-                   out: Path, opts: BuildOptions) -> None:
+                   dest: Dest, opts: BuildOptions) -> None:
     work = Path(tempfile.mkdtemp(prefix=work_dir_prefix("rootfs"), dir=opts.work_dir))
     try:
         rootfs = work / "rootfs"
@@ -474,57 +492,40 @@ def _squash_unpack(layers: list[Layer], files: enroot_files.EnrootFiles, probe: 
                 raise disk_error(exc, work, "unpacking the image into") from None
             raise
         opts.mark("merge_done")
-        argv = mksquashfs_argv(str(rootfs), str(out), opts.squash)
+        argv = mksquashfs_argv(str(rootfs), str(dest.path), opts.squash)
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
                               stdout=None if opts.squash.progress else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, check=False)
+                              stderr=subprocess.PIPE, text=True, check=False,
+                              pass_fds=dest.fds)
         if proc.returncode != 0:
-            raise squash_error("mksquashfs", proc.returncode, proc.stderr, str(out))
+            raise squash_error("mksquashfs", proc.returncode, proc.stderr, str(dest.shown))
     finally:
         _rmtree(work)
 
 
 def _rmtree(path: Path) -> None:
     try:
-        rmtree_forced(path)
+        fdtree.remove_path(str(path))
     except OSError:
         pass  # what could not be removed is a dead build's, removed by the next run or gc
 
 
-def _output_temp(final: Path) -> Path:
-    """``.building-NAME.<host>.<pid>`` beside ``-o NAME``; what a killed build left there
-    is removed first."""
-    remove_dead_temps(final.parent, f"{TMP_PREFIX}{final.name}.*")
-    return final.with_name(f"{TMP_PREFIX}{final.name}.{socket.gethostname()}.{os.getpid()}")
-
-
-def _publish_to(tmp: Path, final: Path, sidecar: dict[str, Any]) -> Path:
-    side = final.with_suffix(".json") if final.suffix == ".sqsh" else \
-        final.with_name(final.name + ".json")
+def _publish_to(target: OutputTarget, sidecar: dict[str, Any]) -> Path:
+    final = target.dir / target.name
     try:
-        os.chmod(tmp, FILE_MODE)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        sidecar = dict(sidecar, size=tmp.stat().st_size, path=str(final))
-        write_atomic(side, json.dumps(sidecar, indent=2, sort_keys=True) + "\n", FILE_MODE,
-                     tmp=temp_name(side, TMP_PREFIX))
-        os.replace(tmp, final)
-        fsync_dir(final.parent)
+        size = os.stat(target.temp).st_size
+        target.write_sidecar(json.dumps(dict(sidecar, size=size, path=str(final)), indent=2,
+                                        sort_keys=True) + "\n")
+        return target.publish()
     except OSError as exc:
         raise disk_error(exc, final) from None
-    return final
 
 
 def _copy_out(path: Path, output: Path, sidecar: dict[str, Any]) -> Path:
-    output = output.resolve()
-    tmp = _output_temp(output)
-    try:
-        with open(path, "rb") as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        return _publish_to(tmp, output, dict(sidecar))
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise disk_error(exc, output) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with OutputTarget(output) as target:
+        try:
+            with open(path, "rb") as src, open(target.temp, "xb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except OSError as exc:
+            raise disk_error(exc, target.dir / target.name) from None
+        return _publish_to(target, dict(sidecar))

@@ -24,9 +24,15 @@ from squall.cliutil import (
     version_option,
 )
 from squall.errors import SquallError, UsageError
+from squall.sqshbuild import boundread, jsonbound
 from squall.sqshbuild.build import BuildOptions, Reporter, build
-from squall.sqshbuild.cache import ImageCache, parse_size, remove_dead_work_dirs
+from squall.sqshbuild.cache import convert as cache_convert
+from squall.sqshbuild.cache import gc as cache_gc
+from squall.sqshbuild.cache.image_cache import ImageCache, open_private, open_reader, open_shared
+from squall.sqshbuild.cache.layout import default_cache_dir, parse_size, user_cache_dir
+from squall.sqshbuild.cache.leftovers import remove_dead_work_dirs
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
+from squall.sqshbuild.trust import builder_name, is_writer
 
 
 class _DefaultGroup(click.Group):
@@ -208,14 +214,49 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
 
 
 def _sidecar_for(image: Path) -> dict[str, Any] | None:
+    """The image's sidecar, read bounded (:mod:`squall.sqshbuild.boundread`): a link, a
+    FIFO, a device, a huge or deeply nested file there is absent, with one line."""
     for cand in (image.with_suffix(".json"), image.with_name(image.name + ".json")):
         try:
-            data = json.loads(cand.read_text())
-        except (OSError, ValueError):
+            data = jsonbound.loads(boundread.read_regular(cand, boundread.SIDECAR_CAP),
+                                   f"{cand}")
+        except FileNotFoundError:
+            continue
+        except boundread.NotRegular as exc:
+            log.warning("note: ignoring the sidecar %s: it %s", _shown(str(cand)), exc)
+            continue
+        except (OSError, SquallError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "it " + str(exc).removeprefix(
+                f"{cand} ")
+            log.warning("note: ignoring the sidecar %s: %s", _shown(str(cand)), why)
             continue
         if isinstance(data, dict):
             return data
+        log.warning("note: ignoring the sidecar %s: it is not a JSON object",
+                    _shown(str(cand)))
     return None
+
+
+def _shown(value: object) -> str:
+    """A value from a file anyone may have written, safe to print on a terminal: control
+    characters (escape sequences, newlines) escaped."""
+    text = str(value)
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+def _check_image(image: Path) -> int:
+    """A descriptor of IMAGE, a regular file (a link, FIFO or device is refused, never
+    followed, opened or read)."""
+    try:
+        return boundread.open_regular(image)
+    except FileNotFoundError:
+        raise UsageError(f"{_shown(image)} does not exist: give the path of a .sqsh "
+                         "file") from None
+    except boundread.NotRegular as exc:
+        raise UsageError(f"{_shown(image)} {exc}: give the path of a .sqsh file "
+                         "itself") from None
+    except OSError as exc:
+        raise UsageError(f"cannot open {_shown(image)}: {exc.strerror}") from None
 
 
 @cli.command()
@@ -224,32 +265,46 @@ def _sidecar_for(image: Path) -> dict[str, Any] | None:
 @output_options
 def inspect(image: Path, as_json: bool) -> None:
     """Print what is known about IMAGE.sqsh: reference, digests, size, versions."""
-    if not image.is_file():
-        raise UsageError(f"{image} does not exist: give the path of a .sqsh file")
-    probe = subprocess.run(["unsquashfs", "-s", str(image)], capture_output=True, text=True,
-                           check=False)
+    fd = _check_image(image)
+    try:
+        size = os.fstat(fd).st_size
+        # unsquashfs reads the file checked above, whatever the name points at by now
+        probe = subprocess.run(["unsquashfs", "-s", f"/proc/self/fd/{fd}"],
+                               capture_output=True, text=True, check=False, pass_fds=(fd,),
+                               stdin=subprocess.DEVNULL)
+    finally:
+        os.close(fd)
     if probe.returncode != 0:
-        raise SquallError(f"{image} is not a squashfs image (unsquashfs -s refused it)")
+        raise SquallError(f"{_shown(image)} is not a squashfs image (unsquashfs -s refused "
+                          "it)")
     side = _sidecar_for(image)
     if side is None:
-        raise SquallError(f"{image} has no sidecar ({image.with_suffix('.json').name}): it was "
-                          "not built by sqshbuild; rebuild it with sqshbuild to get one")
+        sidecar = _shown(image.with_suffix(".json").name)
+        raise SquallError(f"{_shown(image)} has no sidecar ({sidecar}): it was not built by "
+                          "sqshbuild; rebuild it with sqshbuild to get one")
     if as_json:
         click.echo(json.dumps(side, indent=2, sort_keys=True))
         return
-    click.echo(f"image:      {image}")
+    click.echo(f"image:      {_shown(image)}")
     for key in ("reference", "canonical", "manifest_digest", "config_digest", "platform",
                 "created"):
-        click.echo(f"{key + ':':<12}{side.get(key, '')}")
-    click.echo(f"{'size:':<12}{_human(side.get('size', image.stat().st_size))}")
-    squash = side.get("squash") or {}
-    click.echo(f"{'squash:':<12}{squash.get('pipeline', '')} {squash.get('compressor', '')}")
-    click.echo(f"{'layers:':<12}{len(side.get('layers') or [])}")
-    versions = side.get("versions") or {}
+        click.echo(f"{key + ':':<12}{_shown(side.get(key, ''))}")
+    shown_size = side.get("size")
+    click.echo(f"{'size:':<12}{_human(shown_size if isinstance(shown_size, int) else size)}")
+    squash = _mapping(side.get("squash"))
+    click.echo(f"{'squash:':<12}{_shown(squash.get('pipeline', ''))} "
+               f"{_shown(squash.get('compressor', ''))}")
+    layers = side.get("layers")
+    click.echo(f"{'layers:':<12}{len(layers) if isinstance(layers, list) else 0}")
+    versions = _mapping(side.get("versions"))
     click.echo("versions:" + ("" if versions else "    none found"))
     for name in ("cuda", "cudnn", "nccl", "aws-ofi-nccl", "libfabric", "python", "pytorch"):
         if name in versions:
-            click.echo(f"  {name + ':':<14}{versions[name]}")
+            click.echo(f"  {name + ':':<14}{_shown(versions[name])}")
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 @cli.command()
@@ -265,8 +320,8 @@ def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> N
         limit = parse_size(max_size)
     except SquallError as exc:
         raise UsageError(str(exc)) from None
-    cache = ImageCache.open(cache_dir)
-    removed = cache.gc(limit, dry_run=dry_run)
+    cache = _gc_cache(cache_dir)
+    removed = cache_gc.gc(cache, limit, dry_run=dry_run)
     if not dry_run:  # scratch trees of killed builds (the unpack pipeline's, dockerd://)
         removed += [{"leftover": str(p), "size": size}
                     for p, size in remove_dead_work_dirs(Path(tempfile.gettempdir()))]
@@ -282,6 +337,40 @@ def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> N
         click.echo(f"{verb} {kind} {r.get(kind)}{variant} ({_human(r['size'])})")
     if not removed:
         click.echo(f"cache already under {_human(limit)}")
+
+
+def _gc_cache(cache_dir: Path | None) -> ImageCache:
+    """The cache this process's gc works on: the shared one for root and the builder; for
+    a user, the --cache-dir of the user's own, else the user's own cache (one line)."""
+    root = (cache_dir or default_cache_dir()).absolute()
+    if is_writer():
+        return open_shared(root)
+    found = open_reader(root) if cache_dir is not None else None
+    if found is not None and found.writable:
+        return found
+    own = open_private(user_cache_dir().absolute())
+    log.info("gc of your own cache %s: the shared cache %s is cleaned by %s", own.root,
+             root, builder_name() or "root")
+    return own
+
+
+@cli.command("convert-cache")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Shared image cache [env SQSHBUILD_CACHE, default /fsx/squall/images].")
+@json_option
+@output_options
+def convert_cache(cache_dir: Path | None, as_json: bool) -> None:
+    """Make an earlier squall's shared cache (1777) one that only root and the builder
+    write: its trusted images move to a new directory; the rest is left, renamed, for an
+    admin to look at."""
+    done = cache_convert.convert((cache_dir or default_cache_dir()).absolute())
+    if as_json:
+        click.echo(json.dumps({"cache": str(done.root), "old": str(done.old),
+                               "moved": done.moved, "left": done.left}))
+        return
+    click.echo(f"{done.root}: {len(done.moved)} entries of root and the builder moved into a "
+               f"new cache; the old directory, with {done.left} other entries, is now "
+               f"{done.old}: look at it and remove it")
 
 
 main = run_cli(cli, "sqshbuild")

@@ -24,7 +24,6 @@ file that other users can read gets one note naming it and the fix (``chmod 600`
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from squall.errors import SquallError
 from squall.log import log
+from squall.sqshbuild import jsonbound
 
 NVCR = "nvcr.io"
 NGC_USER = "$oauthtoken"
@@ -282,9 +282,9 @@ def _helper_get(name: str, server: str, origin: str) -> tuple[str, str] | None:
         raise SquallError(f"{what} failed for {server} with exit status {rc}: run "
                           f"'{exe} get' by hand (the server on its input) to see why")
     try:
-        doc = json.loads(out)
+        doc = jsonbound.loads(out, f"{what}'s answer")
         user, secret = doc.get("Username", ""), doc.get("Secret", "")
-    except (ValueError, AttributeError):
+    except (SquallError, AttributeError):
         raise SquallError(f"{what} printed no JSON for {server}: check the helper") from None
     if not isinstance(user, str) or not isinstance(secret, str) or not secret:
         return None
@@ -345,8 +345,8 @@ def _from_docker_config(hosts: list[str], user: str) -> Credentials | None:
     if read is None:
         return None
     try:
-        data = json.loads(read[0])
-    except ValueError:
+        data = jsonbound.loads(read[0], str(path))
+    except SquallError:
         return None
     if not isinstance(data, dict):
         return None

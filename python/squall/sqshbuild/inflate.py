@@ -9,11 +9,16 @@ beside the download thread's hashing instead of taking turns with it for the GIL
 
 What a layer inflates to is bounded (:func:`inflate_limit`): at most
 ``SQSHBUILD_MAX_INFLATED_SIZE`` bytes, and at most ``SQSHBUILD_MAX_INFLATE_RATIO`` times its
-compressed size (a layer may always reach :data:`RATIO_FLOOR`). The tools get the bound as
-their ``RLIMIT_FSIZE``, so the kernel stops them at it; in-process inflating never asks zlib
-for more than :data:`PIECE` bytes at a time. A tool that fails is asked why before its data
-is called bad: a layer over the bound, a full disk or quota (``OSError`` with ``ENOSPC`` or
-``EDQUOT``, which the caller reports as a full disk), then bad data.
+compressed size (a layer may always reach :data:`RATIO_FLOOR`), and that ratio holds for the
+compressed bytes seen so far while they arrive: a layer whose descriptor gives no size is
+stopped as soon as its tar outgrows them, not once the blob ended (16 MiB of zeros made
+15 GB of tar that way). The tools get the bound as their soft ``RLIMIT_FSIZE``, raised as
+the input comes, so the kernel stops them at it; in-process inflating never asks zlib for
+more than :data:`PIECE` bytes at a time. A plain tar is copied to ``out`` only when asked
+(``copy_plain``): the layer cache keeps its blob as the tar instead, written once. A tool
+that fails is asked why before its data is called bad: a layer over the bound, a full
+disk or quota (``OSError`` with ``ENOSPC`` or ``EDQUOT``, which the caller reports as a full
+disk), then bad data.
 """
 
 from __future__ import annotations
@@ -142,8 +147,10 @@ class Decoder:
     :func:`inflate_limit` of it, and checked against the limit for the bytes that came in
     the end."""
 
-    def __init__(self, first: bytes, out: BinaryIO, digest: str, compressed: int = 0) -> None:
+    def __init__(self, first: bytes, out: BinaryIO, digest: str, compressed: int = 0,
+                 copy_plain: bool = True) -> None:
         self.out = out
+        self._copy_plain = copy_plain  # False: a plain blob is the tar, the caller keeps it
         self.digest = digest
         self.proc: subprocess.Popen[bytes] | None = None
         self.zlib: Any = None
@@ -152,9 +159,12 @@ class Decoder:
         self.failed = ""  # reported by finish(), after the digest was checked
         self.fed = 0  # blob bytes given to write()
         self.written = 0  # tar bytes written (by the tool: known at finish())
-        self.limit, self._why = inflate_limit(compressed)
+        # the bound the descriptor's (or server's) size sets, if it gave one
+        self._given = inflate_limit(compressed) if compressed > 0 else None
+        self.limit, self._why = self._bound()
         self._broken = False  # the tool stopped reading its input: finish() asks why
-        self._watch = False  # the tool's size bound could not be set: write() checks it
+        self._watch = False  # the tool's size bound could not be set or raised
+        self._tool_limit = self._tool_top = 0  # the tool's soft and hard RLIMIT_FSIZE
         argv: list[str] | None = None
         if first[:2] == GZIP_MAGIC:
             self.kind = "gzip"
@@ -171,6 +181,7 @@ class Decoder:
                 raise SquallError(f"layer {digest} is zstd-compressed and zstd is not "
                                   "installed: apt install zstd")
             argv = [exe, "-dc"]
+        self.plain = not self.kind  # an uncompressed tar
         self._err: BinaryIO | None = None
         if argv is not None:
             out.flush()
@@ -185,35 +196,62 @@ class Decoder:
             assert self.proc.stdin is not None
             grow_pipe(self.proc.stdin.fileno(), 1 << 20)
 
+    def _bound(self) -> tuple[int, str]:
+        """The most the tar may hold now: the ratio to the bytes fed so far (at least the
+        floor), never more than the descriptor's size allows; a tie names the latter."""
+        now = inflate_limit(max(self.fed, 1))
+        if self._given is not None and self._given[0] <= now[0]:
+            return self._given
+        return now
+
     def _bound_tool(self) -> None:
         """The tool may not make the tar longer than one byte past the limit (the tar starts
-        empty, and the tool writes nothing before its first input)."""
+        empty, and the tool writes nothing before its first input): the soft limit follows
+        the bound as input comes (:meth:`_raise_tool_bound`), up to the hard one."""
         assert self.proc is not None
+        most = self._given[0] if self._given is not None else inflate_limit(0)[0]
         try:
             hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)[1]
-            most = self.limit + 1 if hard == resource.RLIM_INFINITY else min(self.limit + 1,
-                                                                               hard)
-            resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (most, most))
+            top = most + 1 if hard == resource.RLIM_INFINITY else min(most + 1, hard)
+            self._tool_limit = min(self.limit + 1, top)
+            resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (self._tool_limit, top))
             resource.prlimit(self.proc.pid, resource.RLIMIT_CORE, (0, 0))
+            self._tool_top = top
         except (OSError, ValueError):
             self._watch = True
+
+    def _raise_tool_bound(self) -> None:
+        assert self.proc is not None
+        want = min(self.limit + 1, self._tool_top)
+        if self._watch or want <= self._tool_limit:
+            return
+        try:
+            resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (want, self._tool_top))
+            self._tool_limit = want
+        except (OSError, ValueError):
+            self._watch = True  # it exited (finish() asks why), or it cannot be raised
 
     def write(self, chunk: bytes) -> None:
         if self.failed or self._broken:
             return
         self.fed += len(chunk)
+        self.limit, self._why = self._bound()
         if self.proc is not None:
             assert self.proc.stdin is not None
+            self._raise_tool_bound()  # before the tool has the bytes that allow it
             try:
                 self.proc.stdin.write(chunk)
             except BrokenPipeError:
                 self._broken = True
-            if self._watch and os.fstat(self.out.fileno()).st_size > self.limit:
+            if os.fstat(self.out.fileno()).st_size > self.limit:
                 self.proc.kill()
                 self.failed = "big"
             return
         if self.zlib is None:
-            self._put(chunk)
+            if self._copy_plain:
+                self._put(chunk)
+            else:
+                self.written += len(chunk)  # the caller's blob is the tar: written once
             return
         try:
             while not self.failed:
@@ -240,7 +278,14 @@ class Decoder:
         self.out.write(data)
         self.written += len(data)
 
+    @property
+    def too_big(self) -> bool:
+        """The tar outgrew its bound: the caller stops the download (:meth:`finish` says
+        so), whatever is still to come."""
+        return self.failed == "big"
+
     def finish(self) -> None:
+        self.limit, self._why = self._bound()
         if self.failed == "big":
             self._too_big()
         if self.failed:

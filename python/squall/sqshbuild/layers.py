@@ -40,8 +40,9 @@ from squall.atomic_write import write_atomic
 from squall.errors import SquallError
 from squall.log import log
 from squall.sqshbuild import safefs
-from squall.sqshbuild.cache import fsync_dir, sub_dir_mode, work_dir_prefix
+from squall.sqshbuild.cache.layout import fsync_dir, work_dir_prefix
 from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
+from squall.sqshbuild.jsonbound import check as check_depth
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.registry import Descriptor, RegistryClient
 from squall.sqshbuild.transport import (
@@ -81,13 +82,18 @@ class LayerCache:
 
     A layer whose names in the shared directory are taken by entries this user may not use
     or replace (another user's tar, marker, partial download or lock) is downloaded into a
-    private directory for this build only (:meth:`close` removes it), with one note."""
+    private directory for this build only (:meth:`close` removes it), with one note.
+
+    ``read_only`` are other layer caches (root, trust) whose durable layers and configs
+    are used as they are and never written: a user's build reads the shared cache's."""
 
     def __init__(self, root: Path, trust: Trust | None = None,
-                 work_dir: Path | None = None) -> None:
+                 work_dir: Path | None = None,
+                 read_only: list[tuple[Path, Trust]] | None = None) -> None:
         self.root = root
         self.dir = root / "sha256"
         self.trust = trust or Trust.current()
+        self.read_only = [(r / "sha256", t) for r, t in read_only or []]
         self.work_dir = work_dir
         self._private: Path | None = None
         self._sync_pool = ThreadPoolExecutor(max_workers=1)
@@ -102,6 +108,16 @@ class LayerCache:
 
     def has(self, digest: str) -> bool:
         return self._usable(self.path(digest)) and self._usable(self.ok_path(digest))
+
+    def _elsewhere(self, digest: str) -> Path | None:
+        """The durable layer tar in one of the read-only caches, if one holds it."""
+        h = _hex(digest)
+        for d, trust in self.read_only:
+            tar, ok = (safefs.lstat(d / f"{h}{ext}") for ext in (".tar", ".ok"))
+            if tar is not None and ok is not None and not (
+                    trust.why_not_file(tar) or trust.why_not_file(ok)):
+                return d / f"{h}.tar"
+        return None
 
     def ok_path(self, digest: str) -> Path:
         """Exists once the layer tar is on disk for good (fsynced)."""
@@ -163,6 +179,11 @@ class LayerCache:
             if progress:
                 progress(desc.size)
             return final
+        there = self._elsewhere(desc.digest)
+        if there is not None:
+            if progress:
+                progress(desc.size)
+            return there
         lock = SharedLock(self.dir / f"{_hex(desc.digest)}.lock", trust=self.trust)
         if not lock.acquire(done=lambda: self.has(desc.digest)):
             if progress:
@@ -218,7 +239,7 @@ class LayerCache:
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
                   progress: Progress | None) -> None:
         partial = final.with_name(f"{_hex(desc.digest)}.partial")
-        tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, progress)
+        tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, progress, partial)
         delay = 0.5
         mismatches = 0
         try:
@@ -326,15 +347,19 @@ class LayerCache:
     def config(self, client: RegistryClient, digest: str) -> bytes:
         """The image config blob, kept beside the layers so a rerun does not fetch it again."""
         path = self.dir / f"{_hex(digest)}.config"
-        try:
-            # checked by its digest, so anyone's copy would do, but a FIFO or a link is
-            # never opened
-            data = safefs.read_file(path, limit=CONFIG_LIMIT)
-            if "sha256:" + hashlib.sha256(data).hexdigest() == digest:
-                return data
-        except (OSError, safefs.Unsafe):
-            pass
+        for d in (self.dir, *(d for d, _t in self.read_only)):
+            try:
+                # checked by its digest, so anyone's copy would do, but a FIFO or a link is
+                # never opened
+                data = safefs.read_file(d / path.name, limit=CONFIG_LIMIT)
+                if "sha256:" + hashlib.sha256(data).hexdigest() == digest:
+                    check_depth(data, f"config {digest} of {client.name}")
+                    return data
+            except (OSError, safefs.Unsafe):
+                pass
         data = client.get_blob(digest)
+        # the caller parses it: bounded here, before anything recurses into it
+        check_depth(data, f"config {digest} of {client.name}")
         if not safefs.owned_by_me(path):
             return data  # another user's name: never replaced
         tmp = path.with_name(f"{path.name}.{os.getpid()}~{uuid.uuid4().hex[:8]}.tmp")
@@ -368,8 +393,10 @@ class _LayerTar:
     with ``Range`` goes on writing the same file; :meth:`reset` drops it when the bytes must
     be taken from the start again (a mismatch, a registry that cannot resume)."""
 
-    def __init__(self, tmp: Path, digest: str, progress: Progress | None) -> None:
+    def __init__(self, tmp: Path, digest: str, progress: Progress | None,
+                 partial: Path | None = None) -> None:
         self.tmp = tmp
+        self.partial = partial  # the blob being downloaded: a plain tar is published from it
         self.digest = digest
         self.progress = progress
         self.reported = 0  # bytes given to progress, kept across restarts: none counted twice
@@ -402,6 +429,8 @@ class _LayerTar:
                 self._decode_head()
         else:
             self.decoder.write(chunk)
+        if self.decoder is not None and self.decoder.too_big:
+            self.decoder.finish()  # says so: stopped now, whatever the blob still brings
         self.have += len(chunk)
         if self.progress and self.have > self.reported:
             self.progress(self.have - self.reported)
@@ -420,11 +449,16 @@ class _LayerTar:
         assert self.out is not None
         self.out.close()
         self.out = None
+        if self.decoder.plain and self.partial is not None:
+            os.rename(self.partial, final)  # the blob is the tar: never copied
+            safefs.unlink_own(self.tmp)
+            return
         os.rename(self.tmp, final)
 
     def _decode_head(self) -> None:
         assert self.out is not None
-        self.decoder = Decoder(self.head, self.out, self.digest, self.compressed)
+        self.decoder = Decoder(self.head, self.out, self.digest, self.compressed,
+                               copy_plain=self.partial is None)
         self.decoder.write(self.head)
         self.head = b""
 
@@ -459,13 +493,14 @@ def _open_partial(path: Path, append: bool) -> BinaryIO:
 
 
 def _ensure_dir(d: Path) -> None:
-    """``d`` made when missing (sticky where others may write), never through a link."""
+    """``d`` made when missing (its parent's mode, writable by nobody else), never
+    through a link."""
     if safefs.lstat(d) is not None:
         return
     parent = safefs.open_dir(d.parent)
     try:
         fd, _created = safefs.make_dir_at(parent, d.name,
-                                          sub_dir_mode(os.fstat(parent).st_mode))
+                                          stat.S_IMODE(os.fstat(parent).st_mode) & 0o755)
         os.close(fd)
     except OSError as exc:
         raise SquallError(f"cannot create cache directory {d}: {exc.strerror}") from None

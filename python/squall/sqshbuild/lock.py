@@ -31,7 +31,7 @@ from pathlib import Path
 
 from squall.errors import SquallError
 from squall.log import log
-from squall.sqshbuild import safefs
+from squall.sqshbuild import jsonbound, safefs
 from squall.sqshbuild.trust import Trust, may_remove, who
 
 HEARTBEAT = 5.0
@@ -107,9 +107,10 @@ class SharedLock:
         """What the lock says of its holder; None when it is absent, untrusted (never
         read: it may be a FIFO) or malformed."""
         try:
-            data = json.loads(safefs.read_file(self.path, self.trust, limit=4096) or b"{}")
+            data = jsonbound.loads(safefs.read_file(self.path, self.trust, limit=4096) or b"{}",
+                                   f"the lock {self.path}")
             return data if isinstance(data, dict) else None
-        except (OSError, ValueError, safefs.Unsafe):
+        except (OSError, SquallError, safefs.Unsafe):
             return None
 
     def untrusted(self) -> str:

@@ -21,6 +21,7 @@ import requests
 from squall.errors import SquallError
 from squall.sqshbuild.auth import Challenge, Credentials, find_credentials, parse_challenge
 from squall.sqshbuild.credentials import remember_secret
+from squall.sqshbuild.jsonbound import check as check_depth
 from squall.sqshbuild.transport import (
     CONFIG_CAP,
     MANIFEST_CAP,
@@ -62,7 +63,15 @@ class Manifest:
     raw: bytes = field(repr=False, default=b"")
 
 
-class NotFound(SquallError):
+class Refused(SquallError):
+    """The registry refused this image to the credentials used (401, 403, or 404): exit
+    status 3, on which the plugin builds the image as the job's user instead of the
+    builder (docs/security.md)."""
+
+    exit_code = 3
+
+
+class NotFound(Refused):
     """The registry answered 404 for the image, tag or blob."""
 
 
@@ -215,6 +224,7 @@ class RegistryClient:
         token: object = None
         lifetime = 60.0
         try:
+            check_depth(body, f"the token from {realm}")
             doc = json.loads(body)
             token = doc.get("token") or doc.get("access_token")
             if isinstance(doc.get("expires_in"), int | float) and doc["expires_in"] > 0:
@@ -228,10 +238,10 @@ class RegistryClient:
             raise self._refused("it refused a fresh token")
         return token, lifetime
 
-    def _refused(self, why: str) -> SquallError:
+    def _refused(self, why: str) -> Refused:
         hint = ("check the user and password in ~/.config/enroot/.credentials or "
                 "~/.docker/config.json (or NGC_API_KEY for nvcr.io)")
-        return SquallError(f"auth refused by {self.registry} for {self.repository}: {why}; {hint}")
+        return Refused(f"auth refused by {self.registry} for {self.repository}: {why}; {hint}")
 
     # -- requests -------------------------------------------------------------------------
     def request(self, method: str, url: str, headers: dict[str, str] | None = None,
@@ -291,12 +301,16 @@ class RegistryClient:
             raise SquallError(f"digest mismatch: manifest {reference} from {self.name} hashes "
                               f"to {digest}; the registry served corrupt or tampered content")
         media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
+        check_depth(body, f"{self.name} {what}")
         try:
             doc = json.loads(body)
         except ValueError:
             raise SquallError(f"{self.name} {what} is not JSON: the registry or image is "
                               "broken") from None
-        media_type = doc.get("mediaType") or media_type
+        if not isinstance(doc, dict):
+            raise SquallError(f"{self.name} {what} is not a JSON object: the registry or "
+                              "image is broken")
+        media_type = str(doc.get("mediaType") or media_type)
         if media_type not in INDEX_TYPES | MANIFEST_TYPES:
             if "manifests" in doc:
                 media_type = MT_OCI_INDEX
@@ -347,10 +361,18 @@ class RegistryClient:
 
 
 def select_platform(index: dict[str, Any], arch: str, name: str, reference: str) -> tuple[str, str]:
+    entries = index.get("manifests") or []
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("platform") or {}, dict)
+            and isinstance(e.get("digest"), str) for e in entries):
+        raise SquallError(f"the index {name}:{reference} is malformed (its manifests must be "
+                          "objects with a digest and a platform): re-push the image")
     want, variant = normalise_arch(arch)
     found = []
-    for entry in index.get("manifests") or []:
+    for entry in entries:
         plat = entry.get("platform") or {}
+        if not all(isinstance(v, str) for v in plat.values()):
+            continue  # an os or architecture that is not a name is no match
         found.append(f"{plat.get('os', '?')}/{plat.get('architecture', '?')}"
                      + (f"/{plat['variant']}" if plat.get("variant") else ""))
         if plat.get("os", "linux") != "linux":
@@ -368,6 +390,7 @@ def select_platform(index: dict[str, Any], arch: str, name: str, reference: str)
 
 def parse_manifest(body: bytes, media_type: str, digest: str, name: str,
                    platform: str = "") -> Manifest:
+    check_depth(body, f"manifest {digest} of {name}")
     try:
         doc = json.loads(body)
         config = doc["config"]
@@ -375,13 +398,17 @@ def parse_manifest(body: bytes, media_type: str, digest: str, name: str,
         cfg = Descriptor(config.get("mediaType", ""), config["digest"], int(config.get("size", 0)))
         descs = [Descriptor(x.get("mediaType", ""), x["digest"], int(x.get("size", 0)))
                  for x in layers]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise SquallError(f"manifest {digest} of {name} is malformed: re-push the image") from None
     for d in [cfg, *descs]:
+        if not isinstance(d.media_type, str):
+            raise SquallError(f"manifest {digest} of {name} is malformed (a mediaType that "
+                              "is not text): re-push the image")
         if d.size < 0:
             raise SquallError(f"manifest {digest} of {name} gives {d.digest} the size "
                               f"{d.size}: the manifest is malformed; re-push the image")
-        if not d.digest.startswith("sha256:") or len(d.digest) != 71:
+        if not isinstance(d.digest, str) or not d.digest.startswith("sha256:") \
+                or len(d.digest) != 71:
             raise SquallError(f"manifest {digest} of {name} names digest {d.digest!r}: only "
                               "sha256 digests are supported")
     return Manifest(digest, media_type, cfg, descs, platform, body)

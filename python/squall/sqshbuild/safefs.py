@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from squall.sqshbuild.trust import Trust, kind
+from squall.sqshbuild.trust import Trust, kind, who
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -32,32 +32,86 @@ def open_dir(path: Path | str, dir_fd: int | None = None) -> int:
     return os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
 
 
-def check_chain(path: Path, trust: Trust) -> None:
-    """Raise :class:`Unsafe` unless every directory from ``/`` down to ``path`` (absolute,
-    links already resolved) is one that only trusted users can rearrange."""
+_MAX_LINKS = 40
+
+
+def walk(path: Path, links: Trust, dirs: Trust | None = None,
+         make: tuple[int, tuple[int, int] | None] | None = None) -> tuple[int, Path]:
+    """A descriptor of the directory ``path`` and the path it really is, reached one
+    component at a time from ``/`` through descriptors. A symlink on the way is followed
+    only when an owner in ``links`` made it (the admin's ``/fsx -> /mnt/lustre``);
+    another user's link is :class:`Unsafe`, never followed. With ``dirs``, every
+    directory on the way must pass :meth:`Trust.why_not_dir`. With ``make`` (mode,
+    owner), missing directories are created with that mode (and, as root, owner)."""
+    todo = list(Path(os.path.normpath(path.absolute())).parts[1:])
+    real: list[str] = []
     fd = open_dir("/")
+    hops = 0
     try:
-        for depth, part in enumerate(path.parts[1:], start=2):
-            here = Path(*path.parts[:depth])
+        while todo:
+            name = todo.pop(0)
             try:
-                nxt = open_dir(part, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise Unsafe(f"{here} is a symlink") from None
-                raise
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                if make is None:
+                    raise
+                nfd = _make_new_dir(fd, name, make[0], make[1])
+            else:
+                if stat.S_ISLNK(st.st_mode):
+                    here = Path("/", *real, name)
+                    if not links.owner(st.st_uid) or hops >= _MAX_LINKS:
+                        raise Unsafe(f"{here} is a symlink of {who(st.st_uid)}'s (only "
+                                     "links of root, the builder or yours are followed)")
+                    hops += 1
+                    aim = os.readlink(name, dir_fd=fd)
+                    if aim.startswith("/"):
+                        os.close(fd)
+                        fd, real = open_dir("/"), []
+                    todo = list(Path(os.path.normpath(aim)).parts[1 if aim.startswith("/")
+                                                                    else 0:]) + todo
+                    continue
+                if name == "..":
+                    real = real[:-1]
+                nfd = open_dir(name, dir_fd=fd)
             os.close(fd)
-            fd = nxt
-            why = trust.why_not_dir(os.fstat(fd))
-            if why:
-                raise Unsafe(f"{here} {why}")
-    finally:
+            fd = nfd
+            if name != "..":
+                real.append(name)
+            if dirs is not None:
+                why = dirs.why_not_dir(os.fstat(fd))
+                if why:
+                    raise Unsafe(f"{Path('/', *real)} {why}")
+    except BaseException:
         os.close(fd)
+        raise
+    return fd, Path("/", *real)
 
 
-def resolve(path: Path) -> Path:
-    """``path`` absolute with the links of its existing part resolved (the admin's
-    ``/fsx -> /mnt/lustre``); :func:`check_chain` then checks the result."""
-    return Path(os.path.realpath(path))
+def _make_new_dir(parent_fd: int, name: str, mode: int,
+                  owner: tuple[int, int] | None) -> int:
+    """A directory made here with exactly ``mode`` (and owner); one that appeared since
+    is opened as it is (the walk checks it)."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+    except FileExistsError:
+        return open_dir(name, dir_fd=parent_fd)
+    fd = open_dir(name, dir_fd=parent_fd)
+    try:
+        if owner is not None:
+            os.fchown(fd, *owner)
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    """``lstat`` of ``name`` below ``dir_fd``, or None when nothing is there."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def lstat(path: Path) -> os.stat_result | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from squall.errors import SquallError
+from squall.sqshbuild.jsonbound import check as check_depth
 from squall.sqshbuild.refs import Source
 from squall.sqshbuild.registry import INDEX_TYPES, select_platform
 
@@ -117,10 +118,18 @@ class LocalImage:
 
 
 def _json(data: bytes, what: str) -> Any:
+    check_depth(data, what)
     try:
         return json.loads(data)
     except ValueError:
         raise SquallError(f"{what} is not valid JSON: the image is corrupt") from None
+
+
+def _object(data: bytes, what: str) -> dict[str, Any]:
+    doc = _json(data, what)
+    if not isinstance(doc, dict):
+        raise SquallError(f"{what} is not a JSON object: the image is corrupt")
+    return doc
 
 
 def _sha(data: bytes) -> str:
@@ -141,7 +150,7 @@ def load_docker_archive(path: Path) -> LocalImage:
         raise SquallError(f"{path} is not a 'docker save' archive (no usable manifest.json): "
                           "create it with 'docker save IMAGE -o FILE.tar'") from None
     digest = _sha(config_bytes)
-    config = _json(config_bytes, f"{path}:{entry['Config']}")
+    config = _object(config_bytes, f"{path}:{entry['Config']}")
     openers: list[tuple[str, Callable[[], BinaryIO]]] = [
         (f"{path.name}:{m}", functools.partial(open_member, path, m)) for m in layers]
     return LocalImage(key=digest, config=config, config_digest=digest, layers=openers,
@@ -189,8 +198,13 @@ def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
     if not archive and not path.is_dir():
         raise SquallError(f"OCI layout directory {path} does not exist: check the path")
     layout = _Layout(path, archive)
-    index = _json(layout.read("index.json"), f"{path}/index.json")
+    index = _object(layout.read("index.json"), f"{path}/index.json")
     manifests = index.get("manifests") or []
+    if not isinstance(manifests, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("digest"), str)
+            and isinstance(m.get("annotations") or {}, dict) for m in manifests):
+        raise SquallError(f"{path}/index.json is malformed (its manifests must be objects "
+                          "with a digest): the layout is corrupt")
     if tag:
         manifests = [m for m in manifests
                      if (m.get("annotations") or {}).get("org.opencontainers.image.ref.name")
@@ -206,20 +220,23 @@ def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
     body = layout.read(layout.blob_name(digest))
     if _sha(body) != digest:
         raise SquallError(f"digest mismatch: manifest {digest} in {path}: the layout is corrupt")
-    doc = _json(body, f"manifest {digest}")
+    doc = _object(body, f"manifest {digest}")
     if doc.get("mediaType") in INDEX_TYPES or "manifests" in doc:
         digest, platform = select_platform(doc, arch, str(path), tag or "")
         body = layout.read(layout.blob_name(digest))
-        doc = _json(body, f"manifest {digest}")
+        doc = _object(body, f"manifest {digest}")
     try:
         config_digest = doc["config"]["digest"]
         layer_digests = [x["digest"] for x in doc["layers"]]
     except (KeyError, TypeError):
         raise SquallError(f"manifest {digest} in {path} is malformed") from None
+    if not isinstance(config_digest, str) or not all(isinstance(d, str) for d in layer_digests):
+        raise SquallError(f"manifest {digest} in {path} is malformed (a digest that is not "
+                          "text)")
     config_bytes = layout.read(layout.blob_name(config_digest))
     if _sha(config_bytes) != config_digest:
         raise SquallError(f"digest mismatch: config {config_digest} in {path}: layout corrupt")
-    config = _json(config_bytes, f"config {config_digest}")
+    config = _object(config_bytes, f"config {config_digest}")
     openers: list[tuple[str, Callable[[], BinaryIO]]] = [
         (str(d), functools.partial(layout.open_blob, d)) for d in layer_digests]
     return LocalImage(key=digest, config=config, config_digest=config_digest, layers=openers,

@@ -59,10 +59,22 @@ ENROOT_COMPAT = SquashOptions(compressor="lzo", level=None, no_data_compression=
                               pipeline="unpack")
 
 
+# The levels tar2sqfs and mksquashfs take (zstd: ZSTD_maxCLevel); lzo and lz4 take none here.
+LEVELS = {"zstd": (1, 22), "gzip": (1, 9), "xz": (0, 9)}
+
+
 def check_options(opts: SquashOptions) -> None:
+    """Refuse what tar2sqfs or mksquashfs would refuse, before anything is downloaded."""
     if opts.compressor not in COMPRESSORS:
         raise SquallError(f"unknown compressor {opts.compressor!r}: use one of "
                           f"{', '.join(COMPRESSORS)}")
+    low, high = LEVELS.get(opts.compressor, (0, 0))
+    if opts.level is not None and opts.compressor in LEVELS and not low <= opts.level <= high:
+        raise SquallError(f"--level {opts.level} is out of range for {opts.compressor}: "
+                          f"give {low} to {high}")
+    if opts.processors < 0:
+        raise SquallError(f"--processors {opts.processors}: give at least 1 (or 0 for all "
+                          "CPUs)")
     bs = opts.block_size
     if bs < 4096 or bs > 1 << 20 or bs & (bs - 1):
         raise SquallError(f"block size {bs} is not a power of two between 4K and 1M: "

@@ -1,30 +1,30 @@
-"""Whose entries of a shared cache a reader uses (docs/security.md).
+"""Who writes the shared image cache, and whose entries a reader uses (docs/security.md).
 
-On a cluster every user can write to ``/fsx``, so an entry of the shared cache (image,
-sidecar, layer, index record, lock) proves nothing by its name. A reader uses an entry
-only when its owner is root, one of the site's builder identities, or the reader itself;
-anything else is ignored with one ``note:`` line and never deleted, renamed or written.
+The shared cache is written by one identity alone, **the builder**: a dedicated account
+(``squall-builder``, created by the packages), and root. A user reads it and never writes
+it: a user's builds go to the user's own cache. So an entry of the shared cache is used
+only when root or the builder owns it; an entry of a user's own cache only when that user
+(or root) owns it. Anything else is ignored with one ``note:`` line and never deleted,
+renamed, written or followed.
 
-The builder identities come from ``SQSHBUILD_BUILDERS`` (comma-separated user names,
-uids and ``@group`` names) or, when it is unset, from ``/etc/squall/builders`` (one entry
-a line, ``#`` comments). A group names every user whose primary group it is or who is
-listed as its member.
+The builder's name comes from ``SQSHBUILD_BUILDER`` (for this process only), else the
+first word of ``/etc/squall/builder``, else ``squall-builder``; ``none``, or a name no
+account has, means there is none and root alone writes the shared cache.
 """
 
 from __future__ import annotations
 
 import functools
-import grp
 import os
 import pwd
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from squall.log import log
-
-BUILDERS_ENV = "SQSHBUILD_BUILDERS"
-BUILDERS_FILE = Path("/etc/squall/builders")
+BUILDER_ENV = "SQSHBUILD_BUILDER"
+BUILDER_FILE = Path("/etc/squall/builder")
+DEFAULT_BUILDER = "squall-builder"
+_FILE_LIMIT = 4096
 
 
 def who(uid: int) -> str:
@@ -34,103 +34,129 @@ def who(uid: int) -> str:
         return str(uid)
 
 
-@functools.lru_cache(maxsize=4096)
-def _in_group(uid: int, gid: int) -> bool:
-    """``uid``'s primary group is ``gid`` or it is listed as a member: looked up for this
-    one user and group (never a walk over every user, which a site's LDAP may refuse)."""
+def _builder_file_name() -> str:
+    """The first word of the first line of /etc/squall/builder that is not a comment; ''
+    when the file is missing or is not a small regular file of root's that only root may
+    write (it is never followed or waited on)."""
     try:
-        user = pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    if user.pw_gid == gid:
-        return True
+        fd = os.open(BUILDER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
     try:
-        return user.pw_name in grp.getgrgid(gid).gr_mem
-    except KeyError:
-        return False
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+            return ""  # as the plugin reads it: root's alone, or the default
+        text = os.read(fd, _FILE_LIMIT).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            return words[0]
+    return ""
 
 
-def _parse(entries: list[str], where: str) -> tuple[frozenset[int], frozenset[int]]:
-    uids: set[int] = set()
-    gids: set[int] = set()
-    for raw in entries:
-        item = raw.split("#", 1)[0].strip()
-        if not item:
-            continue
-        try:
-            if item.startswith("@"):
-                name = item[1:]
-                gids.add(int(name) if name.isdigit() else grp.getgrnam(name).gr_gid)
-            else:
-                uids.add(int(item) if item.isdigit() else pwd.getpwnam(item).pw_uid)
-        except KeyError:
-            log.warning("note: %s names %r, which is no user or group on this host: "
-                        "ignored", where, item)
-    return frozenset(uids), frozenset(gids)
+def builder_name() -> str:
+    """The builder's account name as configured ('' for none)."""
+    name = os.environ.get(BUILDER_ENV)
+    if name is None:
+        name = _builder_file_name() or DEFAULT_BUILDER
+    name = name.strip()
+    return "" if name == "none" else name
+
+
+@functools.lru_cache(maxsize=8)
+def _uid_of(name: str) -> int | None:
+    if not name:
+        return None
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return int(name) if name.isdigit() else None
+
+
+def builder_uid() -> int | None:
+    """The builder's uid, or None when this host has no builder account."""
+    return _uid_of(builder_name())
+
+
+def is_writer(uid: int | None = None) -> bool:
+    """``uid`` (default: this process) may write the shared cache: root or the builder."""
+    uid = os.geteuid() if uid is None else uid
+    return uid == 0 or uid == builder_uid()
 
 
 @dataclass(frozen=True)
 class Trust:
-    """Who this process trusts: root, the builders and itself."""
+    """The owners whose entries a reader of one cache uses."""
 
     uids: frozenset[int]
-    gids: frozenset[int]
+
+    @classmethod
+    def shared(cls) -> Trust:
+        """Root and the builder: the only writers of the shared cache."""
+        b = builder_uid()
+        return cls(frozenset({0} if b is None else {0, b}))
+
+    @classmethod
+    def private(cls) -> Trust:
+        """A user's own cache: that user alone (what root made in it, the user could not
+        write)."""
+        return cls(frozenset({os.geteuid()}))
 
     @classmethod
     def current(cls) -> Trust:
-        return _current(os.environ.get(BUILDERS_ENV), os.geteuid())
+        """Root, the builder and this process: what a layer or lock of a cache this
+        process writes may belong to."""
+        return cls(cls.shared().uids | {os.geteuid()})
 
     def owner(self, uid: int) -> bool:
-        return uid in self.uids or any(_in_group(uid, g) for g in self.gids)
+        return uid in self.uids
 
     def why_not_file(self, st: os.stat_result) -> str:
         """'' when a cache file with this ``lstat`` may be used, else why not (a phrase)."""
         if not stat.S_ISREG(st.st_mode):
             return f"is not a regular file ({kind(st.st_mode)})"
         if not self.owner(st.st_uid):
-            return f"belongs to {who(st.st_uid)}, who is not root, a builder or you"
+            return f"belongs to {who(st.st_uid)}, {self._not_whom()}"
         if st.st_nlink != 1:
             return f"has {st.st_nlink} hard links (another name may change it)"
-        return self._why_writable(st)
+        return _why_writable(st)
 
     def why_not_dir(self, st: os.stat_result) -> str:
         """'' when a directory others cannot rearrange: trusted owner, and sticky where
-        untrusted users may write to it."""
+        others may write to it."""
         if not stat.S_ISDIR(st.st_mode):
             return f"is not a directory ({kind(st.st_mode)})"
         if not self.owner(st.st_uid):
-            return f"belongs to {who(st.st_uid)}, who is not root, a builder or you"
+            return f"belongs to {who(st.st_uid)}, {self._not_whom()}"
         if st.st_mode & stat.S_ISVTX:
             return ""
-        return self._why_writable(st)
+        return _why_writable(st)
 
-    def _why_writable(self, st: os.stat_result) -> str:
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & 0o002:
-            return f"is writable by every user (mode {mode:04o})"
-        if mode & 0o020 and st.st_gid not in self.gids:
-            return f"is writable by group {_group(st.st_gid)} (mode {mode:04o})"
-        return ""
+    def why_not_cache_dir(self, st: os.stat_result) -> str:
+        """'' for a directory of a cache: trusted owner and writable by nobody else
+        (sticky is not enough inside a cache: no 1777)."""
+        if not stat.S_ISDIR(st.st_mode):
+            return f"is not a directory ({kind(st.st_mode)})"
+        if not self.owner(st.st_uid):
+            return f"belongs to {who(st.st_uid)}, {self._not_whom()}"
+        return _why_writable(st)
 
-
-@functools.lru_cache(maxsize=16)
-def _current(env: str | None, euid: int) -> Trust:
-    if env is not None:
-        uids, gids = _parse(env.split(","), BUILDERS_ENV)
-    else:
-        try:
-            lines = BUILDERS_FILE.read_text().splitlines()
-        except OSError:
-            lines = []
-        uids, gids = _parse(lines, str(BUILDERS_FILE))
-    return Trust(uids | {0, euid}, gids | {0})  # group root: its members are admins
+    def _not_whom(self) -> str:
+        names = sorted(who(u) for u in self.uids)
+        return "who is not " + " or ".join(names)
 
 
-def _group(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+def _why_writable(st: os.stat_result) -> str:
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o002:
+        return f"is writable by every user (mode {mode:04o})"
+    if mode & 0o020:
+        return f"is writable by its group (mode {mode:04o})"
+    return ""
 
 
 def kind(mode: int) -> str:
@@ -144,9 +170,12 @@ def kind(mode: int) -> str:
 
 
 def may_remove(st: os.stat_result, trust: Trust | None = None) -> bool:
-    """An entry this process may delete: its own, or (for root) a trusted owner's; never
-    another user's (docs/security.md)."""
+    """An entry this process may delete: its own, or, for root and the builder, the other
+    shared writer's (when ``trust``, the cache's, trusts it too); never another user's
+    (docs/security.md)."""
     euid = os.geteuid()
     if st.st_uid == euid:
         return True
-    return euid == 0 and (trust or Trust.current()).owner(st.st_uid)
+    if not is_writer(euid) or not Trust.shared().owner(st.st_uid):
+        return False
+    return trust is None or trust.owner(st.st_uid)

@@ -9,10 +9,12 @@ CUDA (``cuda*/version.json`` or ``version.txt``), cuDNN (``cudnn_version*.h`` or
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import tarfile
+
+from squall.errors import SquallError
+from squall.sqshbuild import jsonbound
 
 SMALL = 256 * 1024
 
@@ -79,10 +81,10 @@ class VersionProbe:
         text = data.decode("utf-8", "replace")
         if _CUDA_JSON.search(path):
             try:
-                v = json.loads(text).get("cuda", {}).get("version")
+                v = jsonbound.loads(text, path).get("cuda", {}).get("version")
                 if v:
                     self._set("cuda", str(v))
-            except (ValueError, AttributeError):
+            except (SquallError, AttributeError):
                 pass
         elif _CUDA_TXT.search(path):
             m = re.search(r"CUDA Version (\d+\.\d+(?:\.\d+)?)", text)

@@ -4,7 +4,8 @@ A hard link links the file its own layer saw under its target: that layer's memb
 name, else the topmost lower layer's, found as the merge goes down. A link whose target
 was deleted or replaced above keeps the content its layer linked, as overlay keeps the
 inode (umoci's result): the first such link of a file becomes a file of its own, the
-others link to it.
+others link to it. A link to a symlink or a FIFO is written as another symlink with the
+same target, or another FIFO, as link(2) leaves them when Docker or Enroot extract.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ class _LinkWriter:
             raise SquallError(
                 f"layer {entry.layer} has a hard link {entry.path!r} to {entry.info.linkname!r}, "
                 "which is not a file in the image: rebuild the image without the dangling link")
+        if saved[0].issym() or saved[0].isfifo():
+            # a hard link to a symlink is a symlink with its target, one to a FIFO a FIFO:
+            # written as such, nothing is followed or read
+            info = copy.copy(saved[0])
+            info.name = entry.path
+            self.sink.add(Entry(entry.path, info, entry.layer), None)
+            return
         key = (link.source.digest, link.target)
         first = self.copies.get(key)
         info = copy.copy(entry.info)

@@ -167,6 +167,9 @@ class LayerMerge:
         elif info.isfile():
             # streamed layers: no span; the layer is read again if a link needs it
             seen.files.setdefault(path, (info, self._span(info)))
+        elif info.issym() or info.isfifo():
+            # link(2) links a symlink or FIFO itself (Docker, Enroot): a link to it is one
+            seen.files.setdefault(path, (info, None))
         seen.here[path] = is_dir
         if parent and parent not in seen.parents:
             seen.parents.add(parent)
