@@ -728,6 +728,20 @@ def run(args: argparse.Namespace, rank: int, world: int, host: str, port: int) -
         raise type(e)(text) from None
 
 
+def peer_lost(line: str) -> None:
+    """Tell the job's supervisor at once that a peer is gone (docs/failover.md): one line
+    appended to $SQUALL_PEER_LOST_FILE, when it is set; it then confirms the node is gone
+    in about a second instead of waiting for the heartbeat timeout."""
+    path = os.environ.get("SQUALL_PEER_LOST_FILE")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line[:400] + "\n")
+    except OSError:
+        pass  # the heartbeats still tell
+
+
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGUSR1, on_signal)
@@ -740,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     except Failure as e:
         prefix = "error: " if e.code == EXIT_USAGE else ""
         print(f"{who}: {prefix}{one_line(str(e))}", file=sys.stderr, flush=True)
+        if e.code == EXIT_PEER:
+            peer_lost(f"{who}: {one_line(str(e))}")
         return e.code
     except KeyboardInterrupt:
         return 130

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from gate import need_tool
 from squall.mksbatch import load_recipe, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,11 +69,4 @@ def run_script(tmp: Path, script: str, timeout: float = 30, **env: str
 
 
 def shellcheck() -> str:
-    found = shutil.which("shellcheck")
-    if found is None:
-        import pytest
-
-        if os.environ.get("SQUALL_ALLOW_SKIP") == "1":
-            pytest.skip("shellcheck not installed")
-        raise AssertionError("shellcheck is required (apt-get install shellcheck)")
-    return found
+    return need_tool("shellcheck", "shellcheck")

@@ -4,13 +4,14 @@ the watcher's own clock; the recipe fields and the script mksbatch writes for th
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
 
+from gate import need_tool
 from squall.errors import UsageError
+from squall.failover import launch
 from squall.failover.heartbeat import Watcher
 from squall.failover.plan import Plan
 from squall.failover.spec import Spec
@@ -84,8 +85,8 @@ def test_spares_allocate_more_nodes_without_kill_and_launch_the_supervisor():
     assert "--no-kill" not in plain and "squall failover" not in plain
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck")
 def test_the_failover_script_passes_shellcheck(tmp_path):
+    shellcheck = need_tool("shellcheck", "shellcheck")
     recipe = {**BASE, "spares": 2, "failover": {"detect_seconds": 5, "hang_seconds": 60},
               "checkpoint": {"dir": "/fsx/ck", "complete_marker": "DONE",
                              "resume": "--resume {checkpoint}"},
@@ -93,7 +94,7 @@ def test_the_failover_script_passes_shellcheck(tmp_path):
     path = tmp_path / "job.sbatch"
     path.write_text(render(recipe_from_dict(recipe)))
     subprocess.run(["bash", "-n", str(path)], check=True)
-    subprocess.run(["shellcheck", str(path)], check=True)
+    subprocess.run([shellcheck, str(path)], check=True)
     spec = Spec.from_json(path.read_text().split("failover_spec='", 1)[1].split("'\n")[0])
     assert spec.nodes == 2 and spec.spares == 2 and spec.detect_seconds == 5
     assert spec.checkpoint is not None and spec.checkpoint.resume == ("--resume",
@@ -133,9 +134,7 @@ def test_elastic_goes_on_with_fewer_nodes_down_to_min_nodes():
     assert fewer.shrink({"n1"}, min_nodes=1) == Plan(("n4",), (), ("n1", "n2", "n3"))
 
 
-def test_ft_launcher_is_torchrun_shaped_in_the_script_and_the_supervisor(tmp_path):
-    from squall.failover.supervise import Supervisor
-
+def test_ft_launcher_is_torchrun_shaped_in_the_script_and_the_supervisor():
     r = recipe_from_dict({**BASE, "launcher": "ft_launcher", "gpus_per_node": 4})
     script = render(r)
     assert "#SBATCH --ntasks-per-node=1" in script
@@ -146,12 +145,33 @@ def test_ft_launcher_is_torchrun_shaped_in_the_script_and_the_supervisor(tmp_pat
                                if line.startswith("failover_spec="))
                           .split("=", 1)[1].strip("'"))
     assert spec.launcher == "ft_launcher" and spec.elastic and spec.min_nodes == 1
-    spec = Spec(**{**spec.__dict__, "heartbeat_dir": str(tmp_path)})
-    sup = Supervisor(spec, "77", ["n1", "n2", "n3"], "n1")
-    argv = sup.main_argv(None)
+    argv = launch.main_argv(spec, "77", 0, ["n2", "n3"], "n[2-3]", None)
     assert argv[argv.index("ft_launcher"):][:2] == ["ft_launcher", "--nnodes=2"], argv
     assert "--rdzv-endpoint=n2:30270" in argv, argv
-    assert (tmp_path / "hosts.0").exists() is False and sup.hostfile().read_text() == "n2\nn3\n"
+    assert "--distribution=block" in argv and "--nodelist=n2,n3" in argv, argv
+    assert argv[argv.index("ft_launcher") - 2:][:2] == ["env", "SLURM_NODELIST=n[2-3]"]
+
+
+def test_a_relaunch_keeps_slurm_s_rank_order_and_moves_rank_0_with_it(tmp_path):
+    """After n3 is lost the new set is {n2, n1}: Slurm puts rank 0 on n1 (its node table
+    order), and MASTER_ADDR, the nodelist and the endpoint follow."""
+    spec = Spec(nodes=2, spares=1, launcher="srun", command=("train",))
+    nodes = launch.slurm_order(["n2", "n1"], ["n1", "n2", "n3"])
+    assert nodes == ["n1", "n2"]
+    argv = launch.main_argv(spec, "7", 1, nodes, "n[1-2]", None)
+    assert "--distribution=block" in argv and "--distribution=arbitrary" not in argv
+    assert argv[-3:] == ["env", "SLURM_NODELIST=n[1-2]", "train"]
+    env = launch.step_env({"SLURM_HOSTFILE": "/x"}, spec, "7", 1, nodes, tmp_path)
+    assert env["MASTER_ADDR"] == "n1" and "SLURM_HOSTFILE" not in env
+    assert env["SQUALL_PEER_LOST_FILE"] == str(tmp_path / "peer-lost.1")
+    mpi = Spec(nodes=2, spares=1, launcher="mpirun", command=("./a",), tasks_per_node=2)
+    assert launch.main_argv(mpi, "7", 1, nodes, "n[1-2]", None)[:3] == [
+        "mpirun", "--host", "n1:2,n2:2"]
+
+
+def test_the_spare_warm_up_has_a_command_srun_takes():
+    argv = launch.warm_argv(["n1"], ["--container-image=/i.sqsh"])
+    assert argv[-1] == "true" and ":" not in argv
 
 
 def test_steps_lost_from_the_reported_count_and_the_checkpoint_name(tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from squall.failover.supervise import node_settled, slurm_seconds
+from squall.failover.supervise import node_settled
+from squall.slurm.control import SlurmControl
 
 SCONTROL = """#!/bin/sh
 case "$1 $2" in
@@ -37,7 +38,7 @@ def node(slurm: Path, name: str, state: str, started: float) -> None:
 
 
 def test_durations_from_the_config(slurm: Path) -> None:
-    config = slurm_seconds()
+    config = SlurmControl().config_seconds()
     assert config["SlurmdTimeout"] == 15 and config["MessageTimeout"] == 5
     assert "NoSuchTimeout" not in config
 
@@ -45,16 +46,16 @@ def test_durations_from_the_config(slurm: Path) -> None:
 def test_a_node_still_counted_up_is_not_settled(slurm: Path) -> None:
     lost_at = time.time()
     node(slurm, "n1", "ALLOCATED+NOT_RESPONDING", lost_at - 3600)
-    assert not node_settled("n1", lost_at)
+    assert not node_settled(SlurmControl(), "n1", lost_at)
 
 
 def test_down_or_restarted_is_settled(slurm: Path) -> None:
     lost_at = time.time() - 60
     node(slurm, "n2", "DOWN+NOT_RESPONDING", lost_at - 3600)
     node(slurm, "n3", "IDLE", lost_at + 30)
-    assert node_settled("n2", lost_at)
-    assert node_settled("n3", lost_at)
+    assert node_settled(SlurmControl(), "n2", lost_at)
+    assert node_settled(SlurmControl(), "n3", lost_at)
 
 
 def test_an_unknown_node_is_not_settled(slurm: Path) -> None:
-    assert not node_settled("nowhere", time.time())
+    assert not node_settled(SlurmControl(), "nowhere", time.time())

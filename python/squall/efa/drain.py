@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 from dataclasses import dataclass
 
 from squall.errors import SetupError
+from squall.slurm import command
 
 REASON_PREFIX = "squall doctor: "
 REASON_MAX = 200        # reasons are shown in sinfo -R and scontrol: keep them readable
@@ -71,17 +71,10 @@ def parse_show_node(text: str) -> NodeState:
 
 def _scontrol(scontrol: str, *args: str) -> str:
     argv = [scontrol, *args]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except FileNotFoundError:
-        raise SetupError(f"{scontrol} not found: --drain needs the Slurm commands on the "
-                         "node (slurm-client), or name it with --scontrol") from None
-    except subprocess.TimeoutExpired:
-        raise SetupError(f"{' '.join(argv)} did not answer within 30 s: check that "
-                         "slurmctld is up (scontrol ping)") from None
+    proc = command.run(argv, 30, f"{scontrol} not found: --drain needs the Slurm commands "
+                       "on the node (slurm-client), or name it with --scontrol")
     if proc.returncode != 0:
-        why = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")
-        raise SetupError(f"{' '.join(argv)} failed: {why.splitlines()[-1]}: run as root "
+        raise SetupError(f"{' '.join(argv)} failed: {command.reason(proc)}: run as root "
                          "(or SlurmUser) on a node Slurm knows, or give --node NAME")
     return proc.stdout
 

@@ -95,7 +95,11 @@ class Reader:
             raise self.err(node, fld, f"{value!r} {why}")
         return value
 
-    def string_list(self, node: yaml.Node, fld: str, split: bool = False) -> tuple[str, ...]:
+    def string_list(self, node: yaml.Node, fld: str, split: bool = False,
+                    argv: bool = False) -> tuple[str, ...]:
+        """A list of strings (``split``: or one string split as a shell splits words).
+        ``argv``: a program and its arguments, where an empty argument (``""``, ``''``) is
+        one, passed as it is; the program itself must be named."""
         if isinstance(node, yaml.ScalarNode) and split:
             text = self.string(node, fld)
             try:
@@ -105,13 +109,26 @@ class Reader:
                                "write it as a YAML list instead") from None
             if not words:
                 raise self.err(node, fld, "is empty: give at least one word")
+            if argv and words[0] == "":
+                raise self.err(node, fld, "starts with an empty word: name the program first")
             return tuple(words)
         if not isinstance(node, yaml.SequenceNode):
             raise self.err(node, fld, "must be a list, e.g. [a, b]")
-        items = tuple(self.string(item, f"{fld}[{i}]") for i, item in enumerate(node.value))
+        items = tuple(self._item(item, f"{fld}[{i}]", i if argv else -1)
+                      for i, item in enumerate(node.value))
         if not items:
             raise self.err(node, fld, "is an empty list: give at least one item or remove it")
         return items
+
+    def _item(self, node: yaml.Node, fld: str, word: int) -> str:
+        """Item ``word`` of a program's argv (-1: of any list). An argument may be empty
+        (``""``, not a bare null); the program may not."""
+        if word >= 0 and isinstance(node, yaml.ScalarNode) and node.value == "":
+            if word == 0:
+                raise self.err(node, fld, "is empty: name the program first")
+            if node.style is not None:
+                return ""
+        return self.string(node, fld)
 
     def mapping(self, node: yaml.Node, fld: str) -> yaml.MappingNode:
         if not isinstance(node, yaml.MappingNode):

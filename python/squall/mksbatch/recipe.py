@@ -172,7 +172,7 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
     nodes = top.require("nodes", number, "nodes: 2")
     launcher = top.require("launcher", lambda n, f: r.choice(n, f, LAUNCHERS),
                            "launcher: srun")
-    command = top.require("command", lambda n, f: r.string_list(n, f, split=True),
+    command = top.require("command", lambda n, f: r.string_list(n, f, split=True, argv=True),
                           "command: [python3, train.py]")
     gpus = top.get("gpus_per_node", number, 0)
     default_tasks = gpus if (launcher in TORCHRUN_LIKE and gpus > 0) else 1

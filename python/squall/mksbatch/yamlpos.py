@@ -68,6 +68,8 @@ class Source:
     lineless: set[str] = field(default_factory=set)
 
     def error(self, node: yaml.Node | None, field: str, message: str) -> RecipeError:
+        # a key or value with a newline or escape in it must not split (or repaint) the line
+        field, message = shown_field(field), _escape(message)
         if node is None:
             return RecipeError(f"{self.path}:1: {field}: {message}")
         mark = node.start_mark
@@ -90,6 +92,19 @@ class Source:
         except (yaml.YAMLError, ValueError, OverflowError):
             raise self.error(node, field, f"{_short(node.value)!r} cannot be read as a YAML "
                              "value: quote it") from None
+
+
+def _escape(text: str) -> str:
+    """``text`` with each character that is not printable written as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown_field(field: str) -> str:
+    """A field name as messages show it: as written, or quoted with escapes (repr-like)
+    when a key in it holds a newline or another character that is not printable."""
+    return field if field.isprintable() else repr(field)
 
 
 def _short(text: str, limit: int = 60) -> str:

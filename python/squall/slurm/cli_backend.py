@@ -15,12 +15,12 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
+from squall.slurm import command
 from squall.slurm.base import (
     JobInfo,
     JobNotFound,
     SlurmClient,
     SlurmClientError,
-    SlurmUnavailable,
     SlurmVersion,
 )
 
@@ -43,21 +43,13 @@ class CliSlurmClient(SlurmClient):
 
     def _run(self, argv: Sequence[str], stdin: str | None = None,
              cwd: str | None = None) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(list(argv), input=stdin, cwd=cwd, capture_output=True,
-                                  text=True, timeout=self.timeout, check=False)
-        except FileNotFoundError:
-            raise SlurmUnavailable(f"{argv[0]} not found on PATH: run this on a Slurm "
-                                   "login node, or install the Slurm client commands") from None
-        except subprocess.TimeoutExpired:
-            raise SlurmUnavailable(f"{' '.join(argv)} did not answer within "
-                                   f"{self.timeout:.0f} s: check that slurmctld is up "
-                                   "(scontrol ping)") from None
+        return command.run(argv, self.timeout, f"{argv[0]} not found on PATH: run this on a "
+                           "Slurm login node, or install the Slurm client commands",
+                           stdin=stdin, cwd=cwd)
 
     @staticmethod
     def _reason(proc: subprocess.CompletedProcess[str]) -> str:
-        lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-        return lines[-1] if lines else f"exit status {proc.returncode}"
+        return command.reason(proc)
 
     def _check(self, argv: Sequence[str], proc: subprocess.CompletedProcess[str]) -> None:
         if proc.returncode != 0:

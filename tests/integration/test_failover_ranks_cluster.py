@@ -1,0 +1,89 @@
+"""Failover that every training program survives (issue 28, docs/failover.md).
+
+Programs find rank 0 in many ways. Each test runs the coupled all-reduce program
+(sbatch/demo/allreduce.py, every step an all-reduce over TCP) behind
+``programs/find_rank0.py``, which finds rank 0 one way (``MASTER_ADDR``, the first host
+of ``SLURM_STEP_NODELIST`` or of ``SLURM_NODELIST``, the node with ``SLURM_NODEID`` 0,
+or Open MPI's rank under ``launcher: mpirun``) and fails at once when the rank that is 0
+is not where that way says. Two active nodes and a spare: the batch host is the last
+spare, so killing the second active node makes the new set {first active, batch host},
+which Slurm orders with the batch host first: rank 0 moves, and every way of finding it
+must move with it. Each job must train again in the same allocation and end with the
+state of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .cluster import Cluster
+from .test_failover_cluster import run_with_failure
+from .test_mksbatch_cluster import (  # noqa: F401
+    DEMO_DIR,
+    Site,
+    pylib,
+    site,
+    wait_for,
+)
+
+pytestmark = pytest.mark.cluster
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+STEPS = 60
+
+
+def program(site: Site, mode: str, launcher: str = "srun") -> dict[str, object]:  # noqa: F811
+    b = site.base
+    site.cluster.put(f"{b}/find_rank0.py", (PROGRAMS / "find_rank0.py").read_bytes(),
+                     mode=0o755)
+    site.cluster.put(f"{b}/allreduce.py", (DEMO_DIR / "allreduce.py").read_bytes(),
+                     mode=0o755)
+    return {"launcher": launcher, "command": [
+        "python3", f"{b}/find_rank0.py", mode, f"{b}/allreduce.py", f"--steps={STEPS}",
+        "--checkpoint-every=10", "--sleep=0.3", "--step-timeout=600",
+        f"--checkpoint-dir={b}/ckpt", f"--final={b}/final.json", f"--log={b}/steps.log"]}
+
+
+def kill_second(cluster: Cluster):  # type: ignore[no-untyped-def]
+    def strike(active: list[str], spares: list[str]) -> list[str]:
+        cluster.kill_node(active[1])
+        return [active[1]]
+    return strike
+
+
+def survives(cluster: Cluster, site: Site, tmp_path: Path, mode: str) -> None:  # noqa: F811
+    log, back, _ = run_with_failure(cluster, site, tmp_path, STEPS, kill_second(cluster),
+                                    **program(site, mode))
+    assert "says rank 0 is on" not in log, log
+    assert re.search(r"node node\d lost: reported by the step", log), log
+    assert back < 15, (back, log)
+
+
+def test_rank_0_from_master_addr(cluster: Cluster, site: Site,  # noqa: F811
+                                 tmp_path: Path) -> None:
+    survives(cluster, site, tmp_path, "master_addr")
+
+
+def test_rank_0_from_the_first_host_of_slurm_step_nodelist(
+        cluster: Cluster, site: Site, tmp_path: Path) -> None:  # noqa: F811
+    survives(cluster, site, tmp_path, "step_nodelist")
+
+
+def test_rank_0_from_the_first_host_of_slurm_nodelist(
+        cluster: Cluster, site: Site, tmp_path: Path) -> None:  # noqa: F811
+    survives(cluster, site, tmp_path, "nodelist")
+
+
+def test_rank_0_on_slurm_nodeid_0(cluster: Cluster, site: Site,  # noqa: F811
+                                  tmp_path: Path) -> None:
+    survives(cluster, site, tmp_path, "nodeid")
+
+
+def test_mpirun_fails_over_end_to_end(cluster: Cluster, site: Site,  # noqa: F811
+                                      tmp_path: Path) -> None:
+    log, back, _ = run_with_failure(cluster, site, tmp_path, STEPS, kill_second(cluster),
+                                    container=False, **program(site, "mpi", "mpirun"))
+    assert "says rank 0 is on" not in log, log
+    assert "attempt 1 on" in log, log
