@@ -48,72 +48,104 @@ static const struct key keys[] = {
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
+/* One argument being set: its key and value, and what a message about it says. */
+struct arg_ctx {
+	const struct key *k;
+	const char *value;
+	char show[SQ_SHOW_MAX];  /* the whole argument, as messages show it */
+	char what[96];           /* "plugstack.conf: argument KEY" */
+	char *err;
+	size_t errlen;
+};
+
+/* K_PATH, K_OPTPATH: an absolute path without spaces, stored as a copy. */
+static int set_path(const struct arg_ctx *a, char **sp)
+{
+	const struct key *k = a->k;
+	char *copy;
+
+	if (sq_text_check(a->what, a->value, PATH_MAX - 1, a->err, a->errlen) != 0)
+		return -1;
+	if (a->value[0] != '/' || strchr(a->value, ' ') != NULL)
+		return sq_errf(a->err, a->errlen, WHAT ": '%s': %s must be an absolute path "
+			       "without spaces (e.g. %s=%s)", a->show, k->name, k->name,
+			       k->def ? k->def : "/usr/bin/enroot");
+	copy = strdup(a->value);
+	if (copy == NULL)
+		return sq_errf(a->err, a->errlen, WHAT ": out of memory");
+	free(*sp);
+	*sp = copy;
+	return 0;
+}
+
+static int set_bool(const struct arg_ctx *a, int *ip)
+{
+	*ip = sq_bool_parse(a->value);
+	if (*ip < 0)
+		return sq_errf(a->err, a->errlen, WHAT ": '%s': %s must be a boolean (1, true, "
+			       "yes, y or 0, false, no, n)", a->show, a->k->name);
+	return 0;
+}
+
+static int set_scope(const struct arg_ctx *a, int *ip)
+{
+	if (strcmp(a->value, "job") == 0)
+		*ip = SQ_SCOPE_JOB;
+	else if (strcmp(a->value, "global") == 0)
+		*ip = SQ_SCOPE_GLOBAL;
+	else
+		return sq_errf(a->err, a->errlen, WHAT ": '%s': container_scope must be job or "
+			       "global", a->show);
+	return 0;
+}
+
+/* K_GB, K_NODES: a whole number (digits only) from 0 to the kind's limit. */
+static int set_count(const struct arg_ctx *a, int *ip)
+{
+	int gb = a->k->kind == K_GB;
+	long max = gb ? 100000 : 1000000;
+	char *end;
+	long v = strtol(a->value, &end, 10);
+
+	if (a->value[0] >= '0' && a->value[0] <= '9' && *end == '\0' && v >= 0 && v <= max) {
+		*ip = (int)v;
+		return 0;
+	}
+	if (gb)
+		return sq_errf(a->err, a->errlen, WHAT ": '%s': %s must be a whole number of GiB "
+			       "from 0 (off) to 100000", a->show, a->k->name);
+	return sq_errf(a->err, a->errlen, WHAT ": '%s': %s must be a whole number of nodes "
+		       "from 0 (any number) to 1000000", a->show, a->k->name);
+}
+
 static int set_key(struct sq_config *c, const struct key *k, const char *arg, const char *value,
 		   char *err, size_t errlen)
 {
-	char show[SQ_SHOW_MAX], what[96];
+	struct arg_ctx a = { .k = k, .value = value, .err = err, .errlen = errlen };
 	char *base = (char *)c;
 	int *ip = (int *)(base + k->off);
 	char **sp = (char **)(base + k->off);
-	char *copy;
 
-	snprintf(what, sizeof(what), WHAT ": argument %s", k->name);
-	sq_show(arg, show, sizeof(show));
+	snprintf(a.what, sizeof(a.what), WHAT ": argument %s", k->name);
+	sq_show(arg, a.show, sizeof(a.show));
 	switch (k->kind) {
 	case K_OPTPATH:
 		if (value == NULL)
 			return 0;    /* the default: unset */
-		/* fall through */
+		return set_path(&a, sp);
 	case K_PATH:
-		if (sq_text_check(what, value, PATH_MAX - 1, err, errlen) != 0)
-			return -1;
-		if (value[0] != '/' || strchr(value, ' ') != NULL)
-			return sq_errf(err, errlen, WHAT ": '%s': %s must be an absolute path without "
-				       "spaces (e.g. %s=%s)", show, k->name, k->name,
-				       k->def ? k->def : "/usr/bin/enroot");
-		copy = strdup(value);
-		if (copy == NULL)
-			return sq_errf(err, errlen, WHAT ": out of memory");
-		free(*sp);
-		*sp = copy;
-		return 0;
+		return set_path(&a, sp);
 	case K_BOOL:
-		*ip = sq_bool_parse(value);
-		if (*ip < 0)
-			return sq_errf(err, errlen, WHAT ": '%s': %s must be a boolean (1, true, yes, y "
-				       "or 0, false, no, n)", show, k->name);
-		return 0;
+		return set_bool(&a, ip);
 	case K_SCOPE:
-		if (strcmp(value, "job") == 0)
-			*ip = SQ_SCOPE_JOB;
-		else if (strcmp(value, "global") == 0)
-			*ip = SQ_SCOPE_GLOBAL;
-		else
-			return sq_errf(err, errlen, WHAT ": '%s': container_scope must be job or global",
-				       show);
-		return 0;
+		return set_scope(&a, ip);
 	case K_EFA:
-		return sq_efa_setting_parse(what, value, ip, err, errlen);
+		return sq_efa_setting_parse(a.what, value, ip, err, errlen);
 	case K_LOG:
-		return sq_log_setting_parse(what, value, ip, err, errlen);
-	case K_GB: {
-		char *end;
-		long v = strtol(value, &end, 10);
-		if (value[0] < '0' || value[0] > '9' || *end != '\0' || v < 0 || v > 100000)
-			return sq_errf(err, errlen, WHAT ": '%s': %s must be a whole number of GiB "
-				       "from 0 (off) to 100000", show, k->name);
-		*ip = (int)v;
-		return 0;
-	}
-	case K_NODES: {
-		char *end;
-		long v = strtol(value, &end, 10);
-		if (value[0] < '0' || value[0] > '9' || *end != '\0' || v < 0 || v > 1000000)
-			return sq_errf(err, errlen, WHAT ": '%s': %s must be a whole number of nodes "
-				       "from 0 (any number) to 1000000", show, k->name);
-		*ip = (int)v;
-		return 0;
-	}
+		return sq_log_setting_parse(a.what, value, ip, err, errlen);
+	case K_GB:
+	case K_NODES:
+		return set_count(&a, ip);
 	}
 	return sq_errf(err, errlen, WHAT ": internal error on %s", k->name);
 }

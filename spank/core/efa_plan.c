@@ -125,89 +125,156 @@ static void add_mount(struct sq_buf *fstab, const struct sq_efa_lib *host, const
 		    host->prefix, host->prefix + strlen(opt));
 }
 
-/* What the image-level plan adds: libraries, plugin selection, NCCL settings. */
-static int plan_image(const struct sq_efa_node *node, const struct sq_efa_image *image,
-		      const struct sq_efa_request *req, int require, struct sq_buf *env,
-		      struct sq_buf *fstab, struct sq_buf *warn, char *err, size_t errlen)
+/* One plan being made: what it is made from, what it writes, where its error goes. */
+struct plan_ctx {
+	const struct sq_efa_node *node;
+	const struct sq_efa_image *image;   /* NULL: the host-level plan, before the container */
+	const struct sq_efa_request *req;
+	int require;
+	struct sq_buf env, fstab, warn;
+	char *err;
+	size_t errlen;
+};
+
+/* Neither the image nor the host has a library EFA needs: refused under require, else
+ * warned (NCCL falls back to TCP sockets). Returns 1 (plan inactive) or -1. */
+static int no_library(struct plan_ctx *c, int no_ofi)
 {
-	const char *opt = node->opt_root;
+	const char *opt = c->node->opt_root;
+	const char *what = no_ofi ? "aws-ofi-nccl (libnccl-net*.so)" : "libfabric";
+	const char *where = no_ofi ? "ofi-nccl" : "efa";
+	char shown[SQ_SHOW_MAX];
+
+	if (c->require)
+		return sq_errf(c->err, c->errlen, "--container-efa=require: no %s in the image "
+			       "nor under %s/%s on the host: install it in the image (EFA "
+			       "installer with --skip-kmod) or on the node", what,
+			       opt[0] ? sq_show(opt, shown, sizeof(shown)) : "/opt/amazon", where);
+	sq_buf_addf(&c->warn, "squall: warning: this node has EFA but no %s in the image "
+		    "nor under %s/%s on the host: NCCL will use TCP sockets\n", what,
+		    opt[0] ? sq_show(opt, shown, sizeof(shown)) : "/opt/amazon", where);
+	return 1;
+}
+
+/* The host's libraries the image lacks, mounted under CONTAINER_OPT, and the container's
+ * LD_LIBRARY_PATH to find them: in front of the image's own, or left to the job when it
+ * set one itself. */
+static int inject_host_libs(struct plan_ctx *c, int inject_fab, int inject_ofi)
+{
+	const struct sq_efa_node *node = c->node;
+	const struct sq_efa_request *req = c->req;
+	struct sq_buf ld;
+	int rc = 0;
+
+	sq_buf_init(&ld);
+	if (inject_fab) {
+		add_mount(&c->fstab, &node->libfabric, node->opt_root);
+		add_ld_dir(&ld, &node->libfabric, node->opt_root);
+	}
+	if (inject_ofi) {
+		add_mount(&c->fstab, &node->ofi_nccl, node->opt_root);
+		add_ld_dir(&ld, &node->ofi_nccl, node->opt_root);
+	}
+	if (user_set(req, "LD_LIBRARY_PATH"))
+		sq_buf_addf(&c->warn, "squall: warning: LD_LIBRARY_PATH is set in the job, so "
+			    "squall leaves it: add %s to it or NCCL falls back to TCP "
+			    "sockets\n", ld.data ? ld.data : "");
+	else if (req->ld_library_path && strchr(req->ld_library_path, '\n'))
+		rc = sq_errf(c->err, c->errlen, "LD_LIBRARY_PATH of the container holds a "
+			     "newline: fix the image's /etc/environment");
+	else if (req->ld_library_path && *req->ld_library_path)
+		sq_buf_addf(&c->env, "LD_LIBRARY_PATH=%s:%s\n", ld.data ? ld.data : "",
+			    req->ld_library_path);
+	else
+		sq_buf_addf(&c->env, "LD_LIBRARY_PATH=%s\n", ld.data ? ld.data : "");
+	sq_buf_release(&ld);
+	return rc;
+}
+
+/* NCCL's settings for the plugin in use; under require also NCCL_NET, so that NCCL fails
+ * rather than falls back to sockets. */
+static void set_nccl_vars(struct plan_ctx *c, const struct sq_efa_lib *ofi)
+{
+	if (ofi->plugin_suffix[0])
+		set_var(&c->env, c->req, "NCCL_NET_PLUGIN", ofi->plugin_suffix);
+	set_var(&c->env, c->req, "NCCL_SOCKET_IFNAME", "^docker,lo,veth");
+	set_var(&c->env, c->req, "FI_EFA_USE_HUGE_PAGE", "0");
+	if (!c->require)
+		return;
+	if (ofi->net_name[0])
+		set_var(&c->env, c->req, "NCCL_NET", ofi->net_name);
+	else if (!user_set(c->req, "NCCL_NET"))
+		sq_buf_addf(&c->warn, "squall: warning: could not read the network name from "
+			    "%s/%s, so NCCL_NET is not set and NCCL may still fall back to "
+			    "sockets: set NCCL_NET=Libfabric (plugin 1.12+) or 'AWS "
+			    "Libfabric'\n", ofi->dir, ofi->file);
+}
+
+/* What the image-level plan adds: libraries, plugin selection, NCCL settings. */
+static int plan_image(struct plan_ctx *c)
+{
+	const struct sq_efa_node *node = c->node;
+	const struct sq_efa_image *image = c->image;
 	int inject_fab = !image->libfabric.dir[0] && node->libfabric.dir[0];
 	int inject_ofi = !image->ofi_nccl.dir[0] && node->ofi_nccl.dir[0];
 	const struct sq_efa_lib *ofi = image->ofi_nccl.dir[0] ? &image->ofi_nccl : &node->ofi_nccl;
 	int have_fab = image->libfabric.dir[0] || inject_fab;
 	char shown[SQ_SHOW_MAX];
 
-	if (!have_fab || !ofi->dir[0]) {
-		const char *what = !ofi->dir[0] ? "aws-ofi-nccl (libnccl-net*.so)" : "libfabric";
-		const char *where = !ofi->dir[0] ? "ofi-nccl" : "efa";
-
-		if (require)
-			return sq_errf(err, errlen, "--container-efa=require: no %s in the image "
-				       "nor under %s/%s on the host: install it in the image (EFA "
-				       "installer with --skip-kmod) or on the node", what,
-				       opt[0] ? sq_show(opt, shown, sizeof(shown)) : "/opt/amazon",
-				       where);
-		sq_buf_addf(warn, "squall: warning: this node has EFA but no %s in the image "
-			    "nor under %s/%s on the host: NCCL will use TCP sockets\n", what,
-			    opt[0] ? sq_show(opt, shown, sizeof(shown)) : "/opt/amazon", where);
-		return 1;
-	}
-	if ((inject_fab || inject_ofi) && !safe_path(opt))
-		return sq_errf(err, errlen, "EFA library root '%s' contains a blank or backslash, "
-			       "which fstab lines cannot carry: install under a plain path such as "
-			       "/opt/amazon", sq_show(opt, shown, sizeof(shown)));
-
-	if (inject_fab || inject_ofi) {
-		struct sq_buf ld;
-
-		sq_buf_init(&ld);
-		if (inject_fab) {
-			add_mount(fstab, &node->libfabric, opt);
-			add_ld_dir(&ld, &node->libfabric, opt);
-		}
-		if (inject_ofi) {
-			add_mount(fstab, &node->ofi_nccl, opt);
-			add_ld_dir(&ld, &node->ofi_nccl, opt);
-		}
-		if (user_set(req, "LD_LIBRARY_PATH")) {
-			sq_buf_addf(warn, "squall: warning: LD_LIBRARY_PATH is set in the job, so "
-				    "squall leaves it: add %s to it or NCCL falls back to TCP "
-				    "sockets\n", ld.data ? ld.data : "");
-		} else if (req->ld_library_path && *req->ld_library_path) {
-			if (strchr(req->ld_library_path, '\n')) {
-				sq_buf_release(&ld);
-				return sq_errf(err, errlen, "LD_LIBRARY_PATH of the container holds "
-					       "a newline: fix the image's /etc/environment");
-			}
-			sq_buf_addf(env, "LD_LIBRARY_PATH=%s:%s\n", ld.data ? ld.data : "",
-				    req->ld_library_path);
-		} else {
-			sq_buf_addf(env, "LD_LIBRARY_PATH=%s\n", ld.data ? ld.data : "");
-		}
-		sq_buf_release(&ld);
-	}
-	if (ofi->plugin_suffix[0])
-		set_var(env, req, "NCCL_NET_PLUGIN", ofi->plugin_suffix);
-	set_var(env, req, "NCCL_SOCKET_IFNAME", "^docker,lo,veth");
-	set_var(env, req, "FI_EFA_USE_HUGE_PAGE", "0");
-	if (require) {
-		if (ofi->net_name[0])
-			set_var(env, req, "NCCL_NET", ofi->net_name);
-		else if (!user_set(req, "NCCL_NET"))
-			sq_buf_addf(warn, "squall: warning: could not read the network name from "
-				    "%s/%s, so NCCL_NET is not set and NCCL may still fall back to "
-				    "sockets: set NCCL_NET=Libfabric (plugin 1.12+) or 'AWS "
-				    "Libfabric'\n", ofi->dir, ofi->file);
-	}
+	if (!have_fab || !ofi->dir[0])
+		return no_library(c, !ofi->dir[0]);
+	if ((inject_fab || inject_ofi) && !safe_path(node->opt_root))
+		return sq_errf(c->err, c->errlen, "EFA library root '%s' contains a blank or "
+			       "backslash, which fstab lines cannot carry: install under a plain "
+			       "path such as /opt/amazon",
+			       sq_show(node->opt_root, shown, sizeof(shown)));
+	if ((inject_fab || inject_ofi) && inject_host_libs(c, inject_fab, inject_ofi) != 0)
+		return -1;
+	set_nccl_vars(c, ofi);
 	return 0;
+}
+
+/* The plan's variables, mounts and warnings into c: 1 EFA is used, 0 it is not (off, no
+ * device, or warned why), -1 refused. */
+static int plan_efa(struct plan_ctx *c)
+{
+	const struct sq_efa_node *node = c->node;
+	int rc;
+
+	if (c->req->mode == SQ_EFA_SETTING_OFF)
+		return 0;
+	if (node->n_devices == 0) {
+		if (c->require)
+			return sq_errf(c->err, c->errlen, "--container-efa=require: this node (%s) "
+				       "has no EFA device (no infiniband device with the efa "
+				       "driver): run on an EFA-enabled instance or use "
+				       "--container-efa=auto", type_or(node));
+		return 0; /* auto without EFA: nothing, silently */
+	}
+	rc = check_host(node, c->require, c->image == NULL, &c->warn, c->err, c->errlen);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0; /* > 0: auto on a node that cannot use EFA: warned */
+	if (user_set(c->req, "FI_EFA_USE_DEVICE_RDMA") && node->profile_rdma_read == 0 &&
+	    c->image == NULL)
+		sq_buf_addf(&c->warn, "squall: warning: FI_EFA_USE_DEVICE_RDMA is set but %s has "
+			    "no RDMA read: libfabric aborts with 'EFA device has no rdma-read "
+			    "capability'; unset it\n", node->instance_type);
+
+	/* Enroot's Mellanox hook would hide /sys/class/infiniband otherwise. */
+	set_var(&c->env, c->req, "MELLANOX_VISIBLE_DEVICES", "void");
+	if (c->image == NULL)
+		return 1;
+	rc = plan_image(c);
+	return rc < 0 ? -1 : rc == 0;
 }
 
 int sq_efa_plan(const struct sq_efa_node *node, const struct sq_efa_image *image,
 		const struct sq_efa_request *req, struct sq_efa_plan *plan,
 		char *err, size_t errlen)
 {
-	struct sq_buf env, fstab, warn;
-	int require = req->mode == SQ_EFA_SETTING_REQUIRE;
+	struct plan_ctx c = { .node = node, .image = image, .req = req,
+			      .require = req->mode == SQ_EFA_SETTING_REQUIRE,
+			      .err = err, .errlen = errlen };
 	int rc;
 
 	memset(plan, 0, sizeof(*plan));
@@ -218,65 +285,31 @@ int sq_efa_plan(const struct sq_efa_node *node, const struct sq_efa_image *image
 	if (req->nccl_debug && *req->nccl_debug && !safe_level(req->nccl_debug))
 		return sq_errf(err, errlen, "--container-nccl-debug: a level is letters only, "
 			       "e.g. INFO");
-	sq_buf_init(&env);
-	sq_buf_init(&fstab);
-	sq_buf_init(&warn);
-
-	if (req->mode == SQ_EFA_SETTING_OFF)
-		goto done;
-	if (node->n_devices == 0) {
-		if (require) {
-			rc = sq_errf(err, errlen, "--container-efa=require: this node (%s) has no "
-				     "EFA device (no infiniband device with the efa driver): run "
-				     "on an EFA-enabled instance or use --container-efa=auto",
-				     type_or(node));
-			goto fail;
-		}
-		goto done; /* auto without EFA: nothing, silently */
+	sq_buf_init(&c.env);
+	sq_buf_init(&c.fstab);
+	sq_buf_init(&c.warn);
+	rc = plan_efa(&c);
+	if (rc < 0) {
+		sq_buf_release(&c.env);
+		sq_buf_release(&c.fstab);
+		sq_buf_release(&c.warn);
+		return -1;
 	}
-	rc = check_host(node, require, image == NULL, &warn, err, errlen);
-	if (rc < 0)
-		goto fail;
-	if (rc > 0)
-		goto done; /* auto on a node that cannot use EFA: warned */
-	if (user_set(req, "FI_EFA_USE_DEVICE_RDMA") && node->profile_rdma_read == 0 &&
-	    image == NULL)
-		sq_buf_addf(&warn, "squall: warning: FI_EFA_USE_DEVICE_RDMA is set but %s has "
-			    "no RDMA read: libfabric aborts with 'EFA device has no rdma-read "
-			    "capability'; unset it\n", node->instance_type);
-
-	/* Enroot's Mellanox hook would hide /sys/class/infiniband otherwise. */
-	set_var(&env, req, "MELLANOX_VISIBLE_DEVICES", "void");
-	plan->active = 1;
-	if (image) {
-		rc = plan_image(node, image, req, require, &env, &fstab, &warn, err, errlen);
-		if (rc < 0)
-			goto fail;
-		if (rc > 0) {
-			plan->active = 0;
-			goto done;
-		}
-	}
-done:
+	plan->active = rc;
 	/* Diagnostics are wanted on any node (they show a socket fallback too), so they
 	 * belong to the host-level plan whatever the mode. */
 	if (!image && req->nccl_debug && *req->nccl_debug) {
-		set_var(&env, req, "NCCL_DEBUG", req->nccl_debug);
-		set_var(&env, req, "NCCL_DEBUG_SUBSYS", "INIT,NET");
+		set_var(&c.env, req, "NCCL_DEBUG", req->nccl_debug);
+		set_var(&c.env, req, "NCCL_DEBUG_SUBSYS", "INIT,NET");
 	}
-	plan->env = sq_buf_take(&env);
-	plan->fstab = sq_buf_take(&fstab);
-	plan->warnings = sq_buf_take(&warn);
+	plan->env = sq_buf_take(&c.env);
+	plan->fstab = sq_buf_take(&c.fstab);
+	plan->warnings = sq_buf_take(&c.warn);
 	if (!plan->env || !plan->fstab || !plan->warnings) {
 		sq_efa_plan_free(plan);
 		return sq_errf(err, errlen, "out of memory while planning EFA injection");
 	}
 	return 0;
-fail:
-	sq_buf_release(&env);
-	sq_buf_release(&fstab);
-	sq_buf_release(&warn);
-	return -1;
 }
 
 void sq_efa_plan_free(struct sq_efa_plan *plan)

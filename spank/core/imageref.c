@@ -237,116 +237,119 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/* Registry or dockerd reference in `work` (a writable copy; split in place). */
-static int parse_remote(const char *text, char *work, int dockerd, struct sq_image_ref *out,
-			char *err, size_t errlen)
-{
+/* One reference being parsed: its text, as messages show it, and where its error goes. */
+struct ref_ctx {
+	const char *text;
 	char show[SQ_SHOW_MAX];
-	char *user = NULL, *registry = NULL, *image, *tag = NULL, *digest = NULL;
-	char *at, *hash, *slash, *colon;
-	struct sq_buf b;
-	int hub = 0;
+	int dockerd;          /* dockerd://: a local image, no USER@ nor REGISTRY# */
+	char *err;
+	size_t errlen;
+};
 
-	sq_show(text, show, sizeof(show));
-	if (*work == '\0')
-		return sq_errf(err, errlen, WHAT ": '%s': empty image name (give e.g. ubuntu:24.04)",
-			       show);
-	/* '$' is checked once USER@ is split off: nvcr.io's user is literally $oauthtoken. */
-	for (at = work; *at; at++)
-		if (*at == ' ' || strchr("\"'`\\;&|<>(){}*?!", *at) != NULL ||
-		    (unsigned char)*at >= 0x7f)
+/* A registry reference's parts, split in place in its writable copy (NULL: not given). */
+struct ref_parts {
+	char *user, *registry, *image, *tag, *digest;
+};
+
+/* Characters no reference holds. '$' is checked once USER@ is split off: nvcr.io's user
+ * is literally $oauthtoken. */
+static int check_chars(const struct ref_ctx *c, const char *work)
+{
+	const char *p;
+
+	for (p = work; *p; p++)
+		if (*p == ' ' || strchr("\"'`\\;&|<>(){}*?!", *p) != NULL ||
+		    (unsigned char)*p >= 0x7f)
 			break;
-	if (*at != '\0')
-		return sq_errf(err, errlen, WHAT ": '%s': character '%c' cannot appear in an image "
-			       "reference (use [USER@][REGISTRY#]IMAGE[:TAG] or a path starting with "
-			       "'/' or '.')", show, (unsigned char)*at < 0x7f ? *at : '?');
+	if (*p == '\0')
+		return 0;
+	return sq_errf(c->err, c->errlen, WHAT ": '%s': character '%c' cannot appear in an image "
+		       "reference (use [USER@][REGISTRY#]IMAGE[:TAG] or a path starting with "
+		       "'/' or '.')", c->show, (unsigned char)*p < 0x7f ? *p : '?');
+}
 
-	at = strrchr(work, '@');
+/* @DIGEST after the last '@', then USER@ before the first; *work moves past USER@. */
+static int split_user_digest(const struct ref_ctx *c, char **work, struct ref_parts *r)
+{
+	char *at = strrchr(*work, '@');
+
 	if (at != NULL && looks_like_digest(at + 1)) {
 		*at = '\0';
-		digest = at + 1;
-		if (check_digest(text, digest, err, errlen) != 0)
+		r->digest = at + 1;
+		if (check_digest(c->text, r->digest, c->err, c->errlen) != 0)
 			return -1;
 	}
-	at = strchr(work, '@');
-	if (at != NULL) {
-		if (dockerd)
-			return sq_errf(err, errlen, WHAT ": '%s': dockerd:// images take no USER@ "
-				       "(use dockerd://NAME[:TAG])", show);
-		*at = '\0';
-		user = work;
-		work = at + 1;
-		if (check_user(text, user, err, errlen) != 0)
-			return -1;
-		if (strchr(work, '@') != NULL)
-			return sq_errf(err, errlen, WHAT ": '%s': more than one '@' (use "
-				       "USER@REGISTRY#IMAGE[:TAG] or IMAGE@sha256:DIGEST)", show);
-	}
-	if (strchr(work, '$') != NULL)
-		return sq_errf(err, errlen, WHAT ": '%s': character '$' cannot appear in an "
-				       "image reference outside the user name", show);
-	hash = strchr(work, '#');
-	if (hash != NULL) {
-		if (dockerd)
-			return sq_errf(err, errlen, WHAT ": '%s': dockerd:// images take no REGISTRY# "
-				       "(use dockerd://NAME[:TAG])", show);
-		if (strchr(hash + 1, '#') != NULL)
-			return sq_errf(err, errlen, WHAT ": '%s': more than one '#' (use "
-				       "REGISTRY#IMAGE[:TAG])", show);
-		*hash = '\0';
-		registry = work;
-		image = hash + 1;
-		if (*registry == '\0')
-			return sq_errf(err, errlen, WHAT ": '%s': empty registry before '#' (use "
-				       "REGISTRY#IMAGE, e.g. nvcr.io#nvidia/pytorch:24.05-py3)", show);
-	} else {
-		image = work;
-		slash = strchr(image, '/');
-		if (slash != NULL) {
-			size_t n = (size_t)(slash - image);
+	at = strchr(*work, '@');
+	if (at == NULL)
+		return 0;
+	if (c->dockerd)
+		return sq_errf(c->err, c->errlen, WHAT ": '%s': dockerd:// images take no USER@ "
+			       "(use dockerd://NAME[:TAG])", c->show);
+	*at = '\0';
+	r->user = *work;
+	*work = at + 1;
+	if (check_user(c->text, r->user, c->err, c->errlen) != 0)
+		return -1;
+	if (strchr(*work, '@') != NULL)
+		return sq_errf(c->err, c->errlen, WHAT ": '%s': more than one '@' (use "
+			       "USER@REGISTRY#IMAGE[:TAG] or IMAGE@sha256:DIGEST)", c->show);
+	return 0;
+}
 
-			if (registry_like_n(image, n)) {
-				*slash = '\0';
-				registry = image;
-				image = slash + 1;
-			}
+/* REGISTRY#IMAGE (Enroot's form), or REGISTRY/IMAGE when the first component is a
+ * registry by Docker's rule; else all of work is the image. */
+static int split_registry(const struct ref_ctx *c, char *work, struct ref_parts *r)
+{
+	char *hash = strchr(work, '#'), *slash;
+
+	if (hash == NULL) {
+		r->image = work;
+		slash = strchr(work, '/');
+		if (slash != NULL && registry_like_n(work, (size_t)(slash - work))) {
+			*slash = '\0';
+			r->registry = work;
+			r->image = slash + 1;
 		}
+		return 0;
 	}
-	slash = strrchr(image, '/');
-	colon = strrchr(slash ? slash : image, ':');
-	if (colon != NULL) {
-		*colon = '\0';
-		tag = colon + 1;
-		if (check_tag(text, tag, err, errlen) != 0)
-			return -1;
-	}
-	if (registry != NULL && check_registry(text, registry, err, errlen) != 0)
-		return -1;
-	hub = !dockerd && (registry == NULL || is_hub(registry));
-	if (check_repository(text, image, hub && strchr(image, '/') == NULL ? 8 : 0, err,
-			     errlen) != 0)
-		return -1;
+	if (c->dockerd)
+		return sq_errf(c->err, c->errlen, WHAT ": '%s': dockerd:// images take no "
+			       "REGISTRY# (use dockerd://NAME[:TAG])", c->show);
+	if (strchr(hash + 1, '#') != NULL)
+		return sq_errf(c->err, c->errlen, WHAT ": '%s': more than one '#' (use "
+			       "REGISTRY#IMAGE[:TAG])", c->show);
+	*hash = '\0';
+	r->registry = work;
+	r->image = hash + 1;
+	if (*r->registry == '\0')
+		return sq_errf(c->err, c->errlen, WHAT ": '%s': empty registry before '#' (use "
+			       "REGISTRY#IMAGE, e.g. nvcr.io#nvidia/pytorch:24.05-py3)", c->show);
+	return 0;
+}
 
-	out->kind = dockerd ? SQ_IMAGE_DOCKERD : SQ_IMAGE_REGISTRY;
-	out->user = dup_or_null(user);
-	out->registry = hub ? strdup(SQ_DOCKER_HUB) : dup_or_null(registry);
-	if (hub && strchr(image, '/') == NULL) {
-		sq_buf_init(&b);
-		sq_buf_addf(&b, "library/%s", image);
-		out->repository = sq_buf_take(&b);
-	} else {
-		out->repository = strdup(image);
-	}
-	if (tag == NULL && digest == NULL)
-		tag = "latest";
-	out->tag = dup_or_null(tag);
-	out->digest = dup_or_null(digest);
+/* :TAG after the image's last path component (a ':' before it is a registry's port). */
+static int split_tag(const struct ref_ctx *c, struct ref_parts *r)
+{
+	char *slash = strrchr(r->image, '/');
+	char *colon = strrchr(slash ? slash : r->image, ':');
+
+	if (colon == NULL)
+		return 0;
+	*colon = '\0';
+	r->tag = colon + 1;
+	return check_tag(c->text, r->tag, c->err, c->errlen) != 0 ? -1 : 0;
+}
+
+/* The form every other step compares: [dockerd://]REGISTRY/REPOSITORY[:TAG][@DIGEST]. A
+ * registry Docker's rule would not recognise (a bare host name given as HOST#) keeps
+ * Enroot's '#', so the canonical form parses back to itself. */
+static char *canonical_form(int dockerd, const struct sq_image_ref *out)
+{
+	struct sq_buf b;
 
 	sq_buf_init(&b);
 	if (dockerd)
 		sq_buf_add(&b, "dockerd://");
-	/* A registry Docker's rule would not recognise (a bare host name given as HOST#)
-	 * keeps Enroot's '#', so the canonical form parses back to itself. */
 	if (out->registry != NULL)
 		sq_buf_addf(&b, "%s%c", out->registry, registry_like(out->registry) ? '/' : '#');
 	sq_buf_add(&b, out->repository ? out->repository : "");
@@ -354,13 +357,64 @@ static int parse_remote(const char *text, char *work, int dockerd, struct sq_ima
 		sq_buf_addf(&b, ":%s", out->tag);
 	if (out->digest != NULL)
 		sq_buf_addf(&b, "@%s", out->digest);
-	out->canonical = sq_buf_take(&b);
+	return sq_buf_take(&b);
+}
 
-	if (out->repository == NULL || out->canonical == NULL || (user && !out->user) ||
-	    (out->registry == NULL && (hub || registry)) || (tag && !out->tag) ||
-	    (digest && !out->digest))
-		return sq_errf(err, errlen, WHAT ": out of memory");
+/* out from the checked parts. hub: Docker Hub's, whose one-component names are
+ * library/NAME; no tag and no digest is :latest. */
+static int fill_ref(const struct ref_ctx *c, const struct ref_parts *r, int hub,
+		    struct sq_image_ref *out)
+{
+	const char *tag = r->tag == NULL && r->digest == NULL ? "latest" : r->tag;
+	struct sq_buf b;
+
+	out->kind = c->dockerd ? SQ_IMAGE_DOCKERD : SQ_IMAGE_REGISTRY;
+	out->user = dup_or_null(r->user);
+	out->registry = hub ? strdup(SQ_DOCKER_HUB) : dup_or_null(r->registry);
+	if (hub && strchr(r->image, '/') == NULL) {
+		sq_buf_init(&b);
+		sq_buf_addf(&b, "library/%s", r->image);
+		out->repository = sq_buf_take(&b);
+	} else {
+		out->repository = strdup(r->image);
+	}
+	out->tag = dup_or_null(tag);
+	out->digest = dup_or_null(r->digest);
+	out->canonical = canonical_form(c->dockerd, out);
+	if (out->repository == NULL || out->canonical == NULL || (r->user && !out->user) ||
+	    (out->registry == NULL && (hub || r->registry)) || (tag && !out->tag) ||
+	    (r->digest && !out->digest))
+		return sq_errf(c->err, c->errlen, WHAT ": out of memory");
 	return 0;
+}
+
+/* Registry or dockerd reference in `work` (a writable copy; split in place). */
+static int parse_remote(const char *text, char *work, int dockerd, struct sq_image_ref *out,
+			char *err, size_t errlen)
+{
+	struct ref_ctx c = { .text = text, .dockerd = dockerd, .err = err, .errlen = errlen };
+	struct ref_parts r;
+	int hub;
+
+	memset(&r, 0, sizeof(r));
+	sq_show(text, c.show, sizeof(c.show));
+	if (*work == '\0')
+		return sq_errf(err, errlen, WHAT ": '%s': empty image name (give e.g. ubuntu:24.04)",
+			       c.show);
+	if (check_chars(&c, work) != 0 || split_user_digest(&c, &work, &r) != 0)
+		return -1;
+	if (strchr(work, '$') != NULL)
+		return sq_errf(err, errlen, WHAT ": '%s': character '$' cannot appear in an "
+			       "image reference outside the user name", c.show);
+	if (split_registry(&c, work, &r) != 0 || split_tag(&c, &r) != 0)
+		return -1;
+	if (r.registry != NULL && check_registry(text, r.registry, err, errlen) != 0)
+		return -1;
+	hub = !dockerd && (r.registry == NULL || is_hub(r.registry));
+	if (check_repository(text, r.image, hub && strchr(r.image, '/') == NULL ? 8 : 0, err,
+			     errlen) != 0)
+		return -1;
+	return fill_ref(&c, &r, hub, out);
 }
 
 int sq_imgref_parse(const char *text, struct sq_image_ref *out, char *err, size_t errlen)

@@ -155,11 +155,91 @@ static int mode_bits(const char *m, unsigned *mode)
 	return 0;
 }
 
-int sq_cache_list_parse(const char *line, size_t len, struct sq_list_entry *e)
+/* UID/GID. */
+static int take_owner(const char **p, const char *end, long long *uid, long long *gid)
+{
+	if ((*uid = take_num(p, end)) < 0 || take_char(p, end, '/') < 0 ||
+	    (*gid = take_num(p, end)) < 0)
+		return -1;
+	return 0;
+}
+
+/* A file's size, or a device's "MAJOR, MINOR" (its size stays 0). */
+static int take_size(const char **p, const char *end, char type, long long *size)
+{
+	if (type == 'c' || type == 'b') {
+		if (take_num(p, end) < 0 || take_char(p, end, ',') < 0)
+			return -1;
+		skip_blanks(p, end);
+		return take_num(p, end) < 0 ? -1 : 0;
+	}
+	*size = take_num(p, end);
+	return *size < 0 ? -1 : 0;
+}
+
+/* "YYYY-MM-DD HH:MM " as seconds since the epoch (the listing is in UTC). A squashfs time
+ * is 32-bit (year 2106 at most); a year past 9999 is no listing of one, and would
+ * overflow the seconds. */
+static int take_mtime(const char **p, const char *end, long long *mtime)
+{
+	long long y, mo, d, h, mi;
+
+	if ((y = take_num(p, end)) < 1970 || y > 9999 || take_char(p, end, '-') < 0 ||
+	    (mo = take_num(p, end)) < 1 || mo > 12 || take_char(p, end, '-') < 0 ||
+	    (d = take_num(p, end)) < 1 || d > 31 || take_char(p, end, ' ') < 0)
+		return -1;
+	if ((h = take_num(p, end)) < 0 || h > 23 || take_char(p, end, ':') < 0 ||
+	    (mi = take_num(p, end)) < 0 || mi > 59 || take_char(p, end, ' ') < 0)
+		return -1;
+	*mtime = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60;
+	return 0;
+}
+
+/* The one " -> " of a symlink's line; NULL when there is none, or more than one (which
+ * one would end the name?). */
+static const char *link_arrow(const char *s, const char *end)
+{
+	const char *arrow = NULL;
+
+	for (; s + 4 <= end; s++) {
+		if (memcmp(s, " -> ", 4) != 0)
+			continue;
+		if (arrow != NULL)
+			return NULL;
+		arrow = s;
+	}
+	return arrow;
+}
+
+/* "squashfs-root[/NAME]", and a symlink's " -> TARGET": where they lie in line. */
+static int take_name(const char *line, const char *p, const char *end, struct sq_list_entry *e)
 {
 	static const char root[] = "squashfs-root";
-	const char *p = line, *end = line + len, *name, *arrow = NULL;
-	long long uid, gid, size = 0, y, mo, d, h, mi;
+	const char *name, *arrow;
+
+	if ((size_t)(end - p) < sizeof(root) - 1 || memcmp(p, root, sizeof(root) - 1) != 0)
+		return -1;
+	p += sizeof(root) - 1;
+	if (p < end && take_char(&p, end, '/') < 0)
+		return -1;
+	name = p;
+	if (e->type == 'l') {
+		arrow = link_arrow(name, end);
+		if (arrow == NULL)
+			return -1;
+		e->target_off = (size_t)(arrow + 4 - line);
+		e->target_len = (size_t)(end - arrow - 4);
+		end = arrow;
+	}
+	e->name_off = (size_t)(name - line);
+	e->name_len = (size_t)(end - name);
+	return 0;
+}
+
+int sq_cache_list_parse(const char *line, size_t len, struct sq_list_entry *e)
+{
+	const char *p = line, *end = line + len;
+	long long uid, gid, size = 0, mtime;
 	char modestr[11];
 
 	if (line == NULL || e == NULL || len < 11 || memchr(line, '\0', len) != NULL)
@@ -172,54 +252,18 @@ int sq_cache_list_parse(const char *line, size_t len, struct sq_list_entry *e)
 	e->type = line[0];
 	p = line + 10;
 	skip_blanks(&p, end);
-	if ((uid = take_num(&p, end)) < 0 || take_char(&p, end, '/') < 0 ||
-	    (gid = take_num(&p, end)) < 0)
+	if (take_owner(&p, end, &uid, &gid) < 0)
 		return -1;
 	skip_blanks(&p, end);
-	if (e->type == 'c' || e->type == 'b') {
-		if (take_num(&p, end) < 0 || take_char(&p, end, ',') < 0)
-			return -1;
-		skip_blanks(&p, end);
-		if (take_num(&p, end) < 0)
-			return -1;
-	} else if ((size = take_num(&p, end)) < 0) {
+	if (take_size(&p, end, e->type, &size) < 0)
 		return -1;
-	}
 	skip_blanks(&p, end);
-	if ((y = take_num(&p, end)) < 1970 || take_char(&p, end, '-') < 0 ||
-	    (mo = take_num(&p, end)) < 1 || mo > 12 || take_char(&p, end, '-') < 0 ||
-	    (d = take_num(&p, end)) < 1 || d > 31 || take_char(&p, end, ' ') < 0 ||
-	    (h = take_num(&p, end)) < 0 || h > 23 || take_char(&p, end, ':') < 0 ||
-	    (mi = take_num(&p, end)) < 0 || mi > 59 || take_char(&p, end, ' ') < 0)
+	if (take_mtime(&p, end, &mtime) < 0 || take_name(line, p, end, e) < 0)
 		return -1;
-	if ((size_t)(end - p) < sizeof(root) - 1 || memcmp(p, root, sizeof(root) - 1) != 0)
-		return -1;
-	p += sizeof(root) - 1;
-	if (p < end && take_char(&p, end, '/') < 0)
-		return -1;
-	name = p;
-	if (e->type == 'l') {
-		const char *s = name;
-		while (s + 4 <= end) {
-			if (memcmp(s, " -> ", 4) == 0) {
-				if (arrow != NULL)
-					return -1;   /* which one ends the name? */
-				arrow = s;
-			}
-			s++;
-		}
-		if (arrow == NULL)
-			return -1;
-		e->target_off = (size_t)(arrow + 4 - line);
-		e->target_len = (size_t)(end - arrow - 4);
-		end = arrow;
-	}
 	e->uid = (long)uid;
 	e->gid = (long)gid;
 	e->size = (unsigned long long)size;
-	e->mtime = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60;
-	e->name_off = (size_t)(name - line);
-	e->name_len = (size_t)(end - name);
+	e->mtime = mtime;
 	return 0;
 }
 

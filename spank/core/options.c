@@ -294,104 +294,175 @@ struct parsed {
 	int ival;       /* tri-state or enum */
 };
 
+/* One value being parsed: its flag as messages name it, and where its error goes. */
+struct value_ctx {
+	char what[64];
+	char *err;
+	size_t errlen;
+};
+
+/* A flag's check of its value: -1 refused (error written); 0 store *value as given (the
+ * check may point it at its canonical spelling); 1 the check filled p itself. */
+typedef int (*value_check)(const struct value_ctx *c, const char **value, struct parsed *p);
+
+static int check_image(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	struct sq_image_ref ref;
+
+	(void)p;
+	if (sq_imgref_parse(*value, &ref, c->err, c->errlen) != 0)
+		return -1;
+	sq_imgref_free(&ref);
+	return 0;
+}
+
+static int check_mounts(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	struct sq_mount_list ml;
+
+	(void)p;
+	if (sq_mounts_parse(*value, NULL, &ml, c->err, c->errlen) != 0)
+		return -1;
+	sq_mounts_free(&ml);
+	return 0;
+}
+
+/* Relative: from the container's working directory (the image's WORKDIR). */
+static int check_workdir(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	(void)p;
+	return sq_text_check(c->what, *value, PATH_MAX - 1, c->err, c->errlen) != 0 ? -1 : 0;
+}
+
+/* NAME[:MODE]: the name stored, NAME:MODE compared (":auto" given or not is the same). */
+static int check_name(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	size_t n;
+
+	if (sq_opt_parse_name(*value, &p->str, &p->ival, c->err, c->errlen) != 0)
+		return -1;
+	n = strlen(p->str) + 16;
+	p->norm = malloc(n);
+	if (p->norm != NULL)
+		snprintf(p->norm, n, "%s:%s", p->str, sq_name_mode_str(p->ival));
+	return p->norm ? 1 : sq_errf(c->err, c->errlen, "%s: out of memory", c->what);
+}
+
+static int check_save(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	char show[SQ_SHOW_MAX];
+
+	(void)p;
+	if (sq_text_check(c->what, *value, PATH_MAX - 1, c->err, c->errlen) != 0)
+		return -1;
+	if ((*value)[strlen(*value) - 1] == '/')
+		return sq_errf(c->err, c->errlen, "%s: '%s' names a directory (give a file path, "
+			       "e.g. /fsx/images/saved.sqsh)", c->what,
+			       sq_show(*value, show, sizeof(show)));
+	return 0;
+}
+
+static int check_env(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	(void)p;
+	return sq_env_check_names(*value, c->err, c->errlen) != 0 ? -1 : 0;
+}
+
+static int check_efa(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	return sq_efa_setting_parse(c->what, *value, &p->ival, c->err, c->errlen) != 0 ? -1 : 0;
+}
+
+/* The level in upper case; no value (or an empty one) is INFO. */
+static int check_nccl_debug(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	char show[SQ_SHOW_MAX];
+	const char *lvl = *value == NULL || **value == '\0' ? "INFO" : nccl_level(*value);
+
+	(void)p;
+	if (lvl == NULL)
+		return sq_errf(c->err, c->errlen, "%s: '%s' is not an NCCL_DEBUG level (use "
+			       "VERSION, WARN, INFO or TRACE)", c->what,
+			       sq_show(*value, show, sizeof(show)));
+	*value = lvl;
+	return 0;
+}
+
+static int check_log(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	return sq_log_setting_parse(c->what, *value, &p->ival, c->err, c->errlen) != 0 ? -1 : 0;
+}
+
+/* NS[,NS...]: stored as given, compared in canonical order. */
+static int check_unshare(const struct value_ctx *c, const char **value, struct parsed *p)
+{
+	char canon[32];
+
+	if (sq_unshare_parse(*value, &p->ival, c->err, c->errlen) != 0)
+		return -1;
+	p->str = strdup(*value);
+	p->norm = strdup(sq_unshare_str(p->ival, canon, sizeof(canon)));
+	if (p->str == NULL || p->norm == NULL) {
+		free(p->str);
+		free(p->norm);
+		return sq_errf(c->err, c->errlen, "%s: out of memory", c->what);
+	}
+	return 1;
+}
+
+/* The check of each flag that takes a value (the others are booleans). */
+static const value_check value_checks[SQ_OPT_COUNT] = {
+	[SQ_OPT_IMAGE] = check_image,
+	[SQ_OPT_MOUNTS] = check_mounts,
+	[SQ_OPT_WORKDIR] = check_workdir,
+	[SQ_OPT_NAME] = check_name,
+	[SQ_OPT_SAVE] = check_save,
+	[SQ_OPT_ENV] = check_env,
+	[SQ_OPT_EFA] = check_efa,
+	[SQ_OPT_NCCL_DEBUG] = check_nccl_debug,
+	[SQ_OPT_LOG] = check_log,
+	[SQ_OPT_UNSHARE] = check_unshare,
+};
+
+/* A boolean flag: no value is 1; a negative flag (--no-..., --container-readonly) sets
+ * its pair's setting to the opposite. */
+static int parse_bool(const struct value_ctx *c, int id, const char *value, struct parsed *p)
+{
+	char show[SQ_SHOW_MAX];
+	int b = value == NULL ? 1 : sq_bool_parse(value);
+
+	if (b < 0)
+		return sq_errf(c->err, c->errlen, "%s: '%s' is not a boolean (use 1 or 0, true or "
+			       "false, yes or no, y or n, on or off)", c->what,
+			       sq_show(value, show, sizeof(show)));
+	p->ival = is_negative(id) ? !b : b;
+	p->norm = strdup(p->ival ? "1" : "0");
+	return p->norm ? 0 : sq_errf(c->err, c->errlen, "%s: out of memory", c->what);
+}
+
 static int parse_value(int id, const char *value, struct parsed *p, char *err, size_t errlen)
 {
-	char what[64], show[SQ_SHOW_MAX];
-	struct sq_image_ref ref;
-	struct sq_mount_list ml;
-	const char *lvl;
-	size_t n;
-	int b;
+	struct value_ctx c = { .err = err, .errlen = errlen };
+	int rc;
 
-	snprintf(what, sizeof(what), "--%s", flags[id].name);
+	snprintf(c.what, sizeof(c.what), "--%s", flags[id].name);
 	memset(p, 0, sizeof(*p));
 	if (flags[id].has_arg == 1 && value == NULL)
-		return sq_errf(err, errlen, "%s: needs a value (%s=%s)", what, what,
+		return sq_errf(err, errlen, "%s: needs a value (%s=%s)", c.what, c.what,
 			       flags[id].arg_info);
-	if (flags[id].has_arg == 0) {
-		b = value == NULL ? 1 : sq_bool_parse(value);
-		if (b < 0)
-			return sq_errf(err, errlen, "%s: '%s' is not a boolean (use 1 or 0, true or "
-				       "false, yes or no, y or n, on or off)", what,
-				       sq_show(value, show, sizeof(show)));
-		p->ival = is_negative(id) ? !b : b;
-		p->norm = strdup(p->ival ? "1" : "0");
-		return p->norm ? 0 : sq_errf(err, errlen, "%s: out of memory", what);
-	}
-	switch (id) {
-	case SQ_OPT_IMAGE:
-		if (sq_imgref_parse(value, &ref, err, errlen) != 0)
-			return -1;
-		sq_imgref_free(&ref);
-		break;
-	case SQ_OPT_MOUNTS:
-		if (sq_mounts_parse(value, NULL, &ml, err, errlen) != 0)
-			return -1;
-		sq_mounts_free(&ml);
-		break;
-	case SQ_OPT_WORKDIR:
-		/* Relative: from the container's working directory (the image's WORKDIR). */
-		if (sq_text_check(what, value, PATH_MAX - 1, err, errlen) != 0)
-			return -1;
-		break;
-	case SQ_OPT_NAME:
-		if (sq_opt_parse_name(value, &p->str, &p->ival, err, errlen) != 0)
-			return -1;
-		n = strlen(p->str) + 16;
-		p->norm = malloc(n);
-		if (p->norm != NULL)
-			snprintf(p->norm, n, "%s:%s", p->str, sq_name_mode_str(p->ival));
-		return p->norm ? 0 : sq_errf(err, errlen, "%s: out of memory", what);
-	case SQ_OPT_SAVE:
-		if (sq_text_check(what, value, PATH_MAX - 1, err, errlen) != 0)
-			return -1;
-		if (value[strlen(value) - 1] == '/')
-			return sq_errf(err, errlen, "%s: '%s' names a directory (give a file path, "
-				       "e.g. /fsx/images/saved.sqsh)", what,
-				       sq_show(value, show, sizeof(show)));
-		break;
-	case SQ_OPT_ENV:
-		if (sq_env_check_names(value, err, errlen) != 0)
-			return -1;
-		break;
-	case SQ_OPT_EFA:
-		if (sq_efa_setting_parse(what, value, &p->ival, err, errlen) != 0)
-			return -1;
-		break;
-	case SQ_OPT_NCCL_DEBUG:
-		lvl = value == NULL || *value == '\0' ? "INFO" : nccl_level(value);
-		if (lvl == NULL)
-			return sq_errf(err, errlen, "%s: '%s' is not an NCCL_DEBUG level (use "
-				       "VERSION, WARN, INFO or TRACE)", what,
-				       sq_show(value, show, sizeof(show)));
-		value = lvl;
-		break;
-	case SQ_OPT_LOG:
-		if (sq_log_setting_parse(what, value, &p->ival, err, errlen) != 0)
-			return -1;
-		break;
-	case SQ_OPT_UNSHARE: {
-		char canon[32];
-		if (sq_unshare_parse(value, &p->ival, err, errlen) != 0)
-			return -1;
-		p->str = strdup(value);
-		p->norm = strdup(sq_unshare_str(p->ival, canon, sizeof(canon)));
-		if (p->str == NULL || p->norm == NULL) {
-			free(p->str);
-			free(p->norm);
-			return sq_errf(err, errlen, "%s: out of memory", what);
-		}
-		return 0;
-	}
-	default:
-		return sq_errf(err, errlen, "%s: internal error: no parser", what);
-	}
+	if (flags[id].has_arg == 0)
+		return parse_bool(&c, id, value, p);
+	if (value_checks[id] == NULL)
+		return sq_errf(err, errlen, "%s: internal error: no parser", c.what);
+	rc = value_checks[id](&c, &value, p);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
 	p->str = strdup(value);
 	p->norm = strdup(value);
 	if (p->str == NULL || p->norm == NULL) {
 		free(p->str);
 		free(p->norm);
-		return sq_errf(err, errlen, "%s: out of memory", what);
+		return sq_errf(err, errlen, "%s: out of memory", c.what);
 	}
 	return 0;
 }
@@ -521,6 +592,19 @@ int sq_opts_load_environ(struct sq_opts *o, char *const envp[], char *err, size_
 	return 0;
 }
 
+/* The flag of a pair that was actually given: the negative one when it set the pair's
+ * setting to 0. */
+static const char *given_flag(const struct sq_opts *o, int slot)
+{
+	if ((slot == SQ_OPT_MOUNT_HOME && o->mount_home == 0) ||
+	    (slot == SQ_OPT_REMAP_ROOT && o->remap_root == 0) ||
+	    (slot == SQ_OPT_ENTRYPOINT && o->entrypoint == 0) ||
+	    (slot == SQ_OPT_WRITABLE && o->writable == 0) ||
+	    (slot == SQ_OPT_REUSE && o->reuse == 0))
+		return flags[opposite(slot)].name;
+	return flags[slot].name;
+}
+
 int sq_opts_check(const struct sq_opts *o, char *warn, size_t warnlen, char *err, size_t errlen)
 {
 	struct sq_buf b;
@@ -538,18 +622,9 @@ int sq_opts_check(const struct sq_opts *o, char *warn, size_t warnlen, char *err
 	}
 	sq_buf_init(&b);
 	for (i = 0; i < SQ_OPT_COUNT; i++) {
-		const char *name = flags[i].name;
-
 		if (i == SQ_OPT_IMAGE || i == SQ_OPT_NAME || o->source[i] != SQ_SRC_CLI)
 			continue;
-		/* Name the flag of the pair that was actually given. */
-		if ((i == SQ_OPT_MOUNT_HOME && o->mount_home == 0) ||
-		    (i == SQ_OPT_REMAP_ROOT && o->remap_root == 0) ||
-		    (i == SQ_OPT_ENTRYPOINT && o->entrypoint == 0) ||
-		    (i == SQ_OPT_WRITABLE && o->writable == 0) ||
-		    (i == SQ_OPT_REUSE && o->reuse == 0))
-			name = flags[opposite(i)].name;
-		sq_buf_addf(&b, "%s--%s", b.len ? ", " : "", name);
+		sq_buf_addf(&b, "%s--%s", b.len ? ", " : "", given_flag(o, i));
 	}
 	w = sq_buf_take(&b);
 	if (w != NULL && *w != '\0' && warn != NULL && warnlen > 0)

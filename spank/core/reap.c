@@ -1,16 +1,44 @@
 /* reap.c: see reap.h. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "procstat.h"
 #include "reap.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef NS_GET_USERNS
+#define NS_GET_USERNS 0xb701          /* _IO(0xb7, 0x1), linux/nsfs.h */
+#endif
+#ifndef NS_GET_NSTYPE
+#define NS_GET_NSTYPE 0xb703          /* _IO(0xb7, 0x3) */
+#endif
+
+/* The core is built without the plugin's pidfd.c (cffi, squall-layer): raw syscalls. */
+static int pidfd_open_(long pid)
+{
+	return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+}
+
+static int pidfd_signal_(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
 
 /* A signed decimal number at s[*i..len); advances *i. */
 static int read_long(const char *s, size_t len, size_t *i, long *out)
@@ -111,16 +139,59 @@ int sq_mntns_of(long pid, unsigned long long *dev, unsigned long long *ino)
 	return 0;
 }
 
-/* 1 when pid belongs to uid and its mount namespace is (dev, ino). */
-static int in_mntns(long pid, long uid, unsigned long long dev, unsigned long long ino)
+int sq_mntns_fd_id(int nsfd, unsigned long long *dev, unsigned long long *ino)
 {
-	unsigned long long d, i;
+	struct stat st;
 
-	return sq_proc_owned_by(pid, uid) && sq_mntns_of(pid, &d, &i) == 0 && d == dev && i == ino;
+	if (nsfd < 0 || ioctl(nsfd, NS_GET_NSTYPE) != CLONE_NEWNS || fstat(nsfd, &st) < 0)
+		return -1;
+	*dev = (unsigned long long)st.st_dev;
+	*ino = (unsigned long long)st.st_ino;
+	return 0;
 }
 
-/* SIGKILL every process of /proc for which match(pid) holds; count, or -1. */
-static int reap_where(int (*match)(long pid, const void *arg), const void *arg, long except)
+/* A test of one process, made while a pidfd of it is held. */
+typedef int (*match_fn)(long pid, const void *arg);
+
+/*
+ * Every check of pid runs between pidfd_open and a use of that pidfd: when the signal
+ * through the pidfd (0 for "still there", SIGKILL) reaches its process, the PID was not
+ * freed in between, so what /proc/PID said was about that process. A process that exited
+ * and whose number went to another before the check fails the signal with ESRCH.
+ */
+static int held_pidfd(long pid)
+{
+	return pid > 0 ? pidfd_open_(pid) : -1;
+}
+
+/* A pinned descriptor of pid's mount namespace when match(pid) holds and pid is uid's;
+ * -1 otherwise. */
+static int pin_if(long pid, long uid, match_fn match, const void *arg)
+{
+	char path[64];
+	int pidfd = held_pidfd(pid), nsfd = -1;
+
+	if (pidfd < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/ns/mnt", pid);
+	if ((match == NULL || match(pid, arg)) && sq_proc_owned_by(pid, uid))
+		nsfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (nsfd >= 0 && (!sq_proc_owned_by(pid, uid) || pidfd_signal_(pidfd, 0) < 0)) {
+		close(nsfd);
+		nsfd = -1;
+	}
+	close(pidfd);
+	return nsfd;
+}
+
+int sq_mntns_pin(long pid, long uid)
+{
+	return pin_if(pid, uid, NULL, NULL);
+}
+
+/* SIGKILL every process of /proc for which match(pid) holds, each through a pidfd held
+ * across its check; count, or -1. */
+static int reap_where(match_fn match, const void *arg, long except)
 {
 	struct dirent *e;
 	DIR *d = opendir("/proc");
@@ -131,11 +202,15 @@ static int reap_where(int (*match)(long pid, const void *arg), const void *arg, 
 	while ((e = readdir(d)) != NULL) {
 		char *end;
 		long pid = strtol(e->d_name, &end, 10);
+		int pidfd;
 
 		if (*end != '\0' || pid <= 0 || pid == except || pid == (long)getpid())
 			continue;
-		if (match(pid, arg) && kill((pid_t)pid, SIGKILL) == 0)
+		if ((pidfd = held_pidfd(pid)) < 0)
+			continue;
+		if (match(pid, arg) && pidfd_signal_(pidfd, SIGKILL) == 0)
 			count++;
+		close(pidfd);
 	}
 	closedir(d);
 	return count;
@@ -150,10 +225,14 @@ static int match_session(long pid, const void *arg)
 	return session_of(pid, a->uid) == a->sid;
 }
 
+/* pid is uid's and its mount namespace is (dev, ino). */
 static int match_mntns(long pid, const void *arg)
 {
 	const struct mntns_arg *a = arg;
-	return in_mntns(pid, a->uid, a->dev, a->ino);
+	unsigned long long d, i;
+
+	return sq_proc_owned_by(pid, a->uid) && sq_mntns_of(pid, &d, &i) == 0 && d == a->dev &&
+	       i == a->ino;
 }
 
 int sq_reap_session(long sid, long uid, long except)
@@ -165,10 +244,15 @@ int sq_reap_session(long sid, long uid, long except)
 	return reap_where(match_session, &a, except);
 }
 
-int sq_reap_mntns(unsigned long long dev, unsigned long long ino, long uid, long except)
+/* The number of a namespace is compared only while nsfd holds it: the kernel gives a freed
+ * namespace's inode number to the next one made, at once, so a number kept without a
+ * descriptor may name the user's next container (issue 30). */
+int sq_reap_mntns(int nsfd, long uid, long except)
 {
-	struct mntns_arg a = { dev, ino, uid };
+	struct mntns_arg a = { 0, 0, uid };
 
+	if (sq_mntns_fd_id(nsfd, &a.dev, &a.ino) < 0)
+		return -1;
 	return reap_where(match_mntns, &a, except);
 }
 
@@ -193,10 +277,29 @@ long sq_mntns_find(unsigned long long dev, unsigned long long ino, long uid)
 	return found;
 }
 
-int sq_session_mntns(long sid, long uid, unsigned long long *devs, unsigned long long *inos,
-		     int max)
+/* Store nsfd in fds[0..n) unless a namespace there (or skip's) is the same one. Returns the
+ * new count; nsfd is closed when not stored. */
+static int add_distinct(int *fds, int n, int nsfd, unsigned long long skip_dev,
+			unsigned long long skip_ino)
+{
+	unsigned long long dev, ino, d, i;
+
+	if (sq_mntns_fd_id(nsfd, &dev, &ino) < 0 || (dev == skip_dev && ino == skip_ino))
+		goto drop;
+	for (int k = 0; k < n; k++)
+		if (sq_mntns_fd_id(fds[k], &d, &i) == 0 && d == dev && i == ino)
+			goto drop;
+	fds[n] = nsfd;
+	return n + 1;
+drop:
+	close(nsfd);
+	return n;
+}
+
+int sq_session_mntns(long sid, long uid, int *fds, int max)
 {
 	unsigned long long own_dev = 0, own_ino = 0;
+	struct session_arg a = { sid, uid };
 	struct dirent *e;
 	DIR *d;
 	int n = 0;
@@ -205,21 +308,72 @@ int sq_session_mntns(long sid, long uid, unsigned long long *devs, unsigned long
 		return 0;
 	sq_mntns_of((long)getpid(), &own_dev, &own_ino);
 	while ((e = readdir(d)) != NULL && n < max) {
-		unsigned long long dev, ino;
 		char *end;
 		long pid = strtol(e->d_name, &end, 10);
-		int seen = 0;
+		int nsfd;
 
-		if (*end != '\0' || pid <= 0 || session_of(pid, uid) != sid ||
-		    sq_mntns_of(pid, &dev, &ino) < 0 || (dev == own_dev && ino == own_ino))
+		if (*end != '\0' || pid <= 0 || (nsfd = pin_if(pid, uid, match_session, &a)) < 0)
 			continue;
-		for (int i = 0; i < n; i++)
-			seen |= devs[i] == dev && inos[i] == ino;
-		if (!seen) {
-			devs[n] = dev;
-			inos[n++] = ino;
-		}
+		n = add_distinct(fds, n, nsfd, own_dev, own_ino);
 	}
 	closedir(d);
 	return n;
+}
+
+/* The user namespace that owns the mount namespace nsfd: (dev, ino) while *fd is open. */
+static int owner_of(int nsfd, int *fd, unsigned long long *dev, unsigned long long *ino)
+{
+	struct stat st;
+
+	*fd = ioctl(nsfd, NS_GET_USERNS);
+	if (*fd < 0)
+		return -1;
+	if (fstat(*fd, &st) < 0) {
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	*dev = (unsigned long long)st.st_dev;
+	*ino = (unsigned long long)st.st_ino;
+	return 0;
+}
+
+int sq_mntns_pin_owned(unsigned long long dev, unsigned long long ino, long uid, int owner)
+{
+	struct mntns_arg a = { dev, ino, uid };
+	unsigned long long udev, uino, odev, oino;
+	struct stat self;
+	struct dirent *e;
+	int ufd, found = -1;
+	DIR *d;
+
+	/* Owned by our own user namespace, it would not tell containers apart. */
+	if (owner_of(owner, &ufd, &udev, &uino) < 0)
+		return -1;
+	if (stat("/proc/self/ns/user", &self) < 0 ||
+	    ((unsigned long long)self.st_dev == udev && (unsigned long long)self.st_ino == uino) ||
+	    (d = opendir("/proc")) == NULL) {
+		close(ufd);
+		return -1;
+	}
+	while (found < 0 && (e = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		int nsfd, ofd;
+
+		if (*end != '\0' || pid <= 0 || (nsfd = pin_if(pid, uid, match_mntns, &a)) < 0)
+			continue;
+		/* Pinned now: its number is (dev, ino) as long as nsfd is open. */
+		if (owner_of(nsfd, &ofd, &odev, &oino) == 0) {
+			if (odev == udev && oino == uino && sq_mntns_fd_id(nsfd, &odev, &oino) == 0 &&
+			    odev == dev && oino == ino)
+				found = nsfd;
+			close(ofd);
+		}
+		if (found < 0)
+			close(nsfd);
+	}
+	closedir(d);
+	close(ufd);
+	return found;
 }

@@ -9,7 +9,10 @@
  * be steered by a forged record into another user's processes.
  *
  * A session id is a PID number that the kernel keeps allocated while any member lives, so
- * it cannot name another session as long as there is something to reap.
+ * it cannot name another session as long as there is something to reap. A mount
+ * namespace's number has no such guarantee: it is freed with the namespace's last process
+ * and given to the next namespace made, so namespaces are reaped by a descriptor that
+ * holds them (sq_mntns_pin), never by a number kept from earlier (issue 30).
  */
 #ifndef SQUALL_CORE_REAP_H
 #define SQUALL_CORE_REAP_H
@@ -30,19 +33,39 @@ int sq_proc_owned_by(long pid, long uid);
  * Returns how many were signalled (0: none is left), -1 when /proc cannot be read. */
 int sq_reap_session(long sid, long uid, long except);
 
-/* The identity of a process's mount namespace (stat of /proc/PID/ns/mnt). 0 ok, -1 gone. */
+/* The identity of a process's mount namespace (stat of /proc/PID/ns/mnt). 0 ok, -1 gone.
+ * A number only: the kernel gives a freed namespace's inode number to the next namespace
+ * made, at once, so it names the same namespace only while a descriptor of it is held. */
 int sq_mntns_of(long pid, unsigned long long *dev, unsigned long long *ino);
 
-/* The mount namespaces of uid's processes in session sid other than the caller's own:
- * up to max distinct (dev, ino) pairs stored. Returns how many were stored. */
-int sq_session_mntns(long sid, long uid, unsigned long long *devs, unsigned long long *inos,
-		     int max);
+/* The identity of the mount namespace nsfd holds. 0 ok, -1 not a mount namespace. */
+int sq_mntns_fd_id(int nsfd, unsigned long long *dev, unsigned long long *ino);
+
+/* A descriptor of pid's mount namespace (O_CLOEXEC; the caller closes it): while it is
+ * open the namespace, and so its number, is not freed. Taken only when pid is uid's and
+ * still the same process once it is open (checked through a pidfd). -1 otherwise. */
+int sq_mntns_pin(long pid, long uid);
+
+/* Descriptors of the distinct mount namespaces of uid's processes in session sid other
+ * than the caller's own, as sq_mntns_pin takes them: up to max stored in fds (the caller
+ * closes them). Returns how many were stored. */
+int sq_session_mntns(long sid, long uid, int *fds, int max);
+
+/* A descriptor of the mount namespace numbered (dev, ino), taken from a process of uid in
+ * it, but only when that namespace is owned by the user namespace that owns the mount
+ * namespace `owner` (a descriptor the caller holds) and that user namespace is not the
+ * caller's: a number recorded earlier may name a namespace made since by anyone, but one
+ * made in the same container's user namespace is that container's (a step's layer).
+ * -1 when there is none. */
+int sq_mntns_pin_owned(unsigned long long dev, unsigned long long ino, long uid, int owner);
 
 /* A process of uid in the mount namespace (dev, ino): its PID, -1 when there is none. */
 long sq_mntns_find(unsigned long long dev, unsigned long long ino, long uid);
 
-/* SIGKILL every process of uid in the mount namespace (dev, ino), except `except`.
- * Returns how many were signalled, -1 when /proc cannot be read. */
-int sq_reap_mntns(unsigned long long dev, unsigned long long ino, long uid, long except);
+/* SIGKILL every process of uid in the mount namespace nsfd holds, except `except`. Each is
+ * signalled through a pidfd opened before it was checked, so a PID freed and reused between
+ * the check and the signal is not hit. Returns how many were signalled, -1 when /proc
+ * cannot be read or nsfd is not a mount namespace. */
+int sq_reap_mntns(int nsfd, long uid, long except);
 
 #endif

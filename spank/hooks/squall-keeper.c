@@ -51,8 +51,10 @@ static int sigfd = -1;
 static const char *use_dir, *use_key, *use_data;
 static const char *fill_dir, *fill_key, *fill_image, *fill_tool;
 static unsigned long long fill_max;
-static unsigned long long ns_dev, ns_ino;
-static int have_ns;
+/* The container's mount namespace, held from the runtime's stop on: while it is open the
+ * namespace's number is not freed, so reaping by it never reaches a namespace made since
+ * (the kernel gives a freed one's number to the next namespace at once; issue 30). */
+static int ns_fd = -1;
 /* A kept container's stand-in in `enroot list -f` (sentinel.h). */
 static struct sq_sentinel sentinel = { -1, -1 };
 
@@ -169,9 +171,13 @@ static void teardown(int stepd_gone)
 {
 	int status;
 
-	if (stepd_gone && have_ns) {
+	if (stepd_gone && ns_fd >= 0) {
 		/* Nobody will end the tasks that joined the container: they go with it. */
-		sq_reap_mntns(ns_dev, ns_ino, (long)getuid(), (long)runtime);
+		sq_reap_mntns(ns_fd, (long)getuid(), (long)runtime);
+	} else if (ns_fd >= 0) {
+		/* Not reaped by: let the namespace go with the runtime, as without a keeper. */
+		close(ns_fd);
+		ns_fd = -1;
 	}
 	if (runtime > 0) {
 		struct pollfd p = { sigfd, POLLIN, 0 };
@@ -196,8 +202,10 @@ static void teardown(int stepd_gone)
 	/* Whatever the runtime left in the session (FUSE daemons, Enroot's shim, hooks). */
 	for (int round = 0; round < REAP_ROUNDS; round++) {
 		int n = sq_reap_session((long)getpid(), (long)getuid(), -1);
-		if (stepd_gone && have_ns)
-			n += sq_reap_mntns(ns_dev, ns_ino, (long)getuid(), -1);
+		if (ns_fd >= 0) {
+			int r = sq_reap_mntns(ns_fd, (long)getuid(), -1);
+			n += r > 0 ? r : 0;
+		}
 		while (waitpid(-1, &status, WNOHANG) > 0)
 			;
 		if (n <= 0)
@@ -211,8 +219,7 @@ static void teardown(int stepd_gone)
 struct client {
 	int fd;
 	int waiting;            /* asked to attach before the runtime was ready */
-	int has_layer;
-	unsigned long long dev, ino;
+	int layer;              /* a descriptor of its layer's mount namespace, or -1 */
 };
 
 #define MAX_CLIENTS 256
@@ -240,8 +247,10 @@ static void attach_reply(struct client *c)
 /* The step is gone without saying goodbye: its tasks are orphans in its layer. */
 static void drop_client(int i, int orphaned)
 {
-	if (orphaned && clients[i].has_layer)
-		sq_reap_mntns(clients[i].dev, clients[i].ino, (long)getuid(), -1);
+	if (orphaned && clients[i].layer >= 0)
+		sq_reap_mntns(clients[i].layer, (long)getuid(), -1);
+	if (clients[i].layer >= 0)
+		close(clients[i].layer);
 	close(clients[i].fd);
 	clients[i] = clients[--nclients];
 }
@@ -269,14 +278,61 @@ static void accept_client(void)
 		close(fd);
 		return;
 	}
-	clients[nclients++] = (struct client){ fd, 0, 0, 0, 0 };
+	clients[nclients++] = (struct client){ fd, 0, -1 };
+}
+
+/* A message from sock without waiting, and the descriptor sent with it (else *fd = -1).
+ * Its length, 0 at the end, -1 when there is nothing yet. */
+static ssize_t hear_with_fd(int sock, char *buf, size_t len, int *fd)
+{
+	char control[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { buf, len - 1 };
+	struct msghdr msg = { 0 };
+	ssize_t n;
+
+	*fd = -1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(fd, CMSG_DATA(c), sizeof(int));
+	buf[n] = '\0';
+	return n;
+}
+
+/* "layer DEV INO" with a descriptor of the layer's mount namespace: the descriptor is
+ * what names it (a number alone may be a namespace made since), so it is kept. */
+static void take_layer(struct client *c, int fd)
+{
+	unsigned long long dev, ino;
+
+	if (fd < 0 || sq_mntns_fd_id(fd, &dev, &ino) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (c->layer >= 0)
+		close(c->layer);
+	c->layer = fd;
 }
 
 /* A message (or the end) from client i. Returns 1 when the container must end. */
 static int client_says(int i, int stopped, int job, int stepd)
 {
 	char buf[128];
-	ssize_t n = recv(clients[i].fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	int fd;
+	ssize_t n = hear_with_fd(clients[i].fd, buf, sizeof(buf), &fd);
+
+	if (fd >= 0 && strncmp(buf, KEEPER_MSG_LAYER " ", strlen(KEEPER_MSG_LAYER) + 1) != 0) {
+		close(fd);
+		fd = -1;
+	}
 
 	if (n < 0)
 		return 0;                 /* EAGAIN, EINTR: nothing yet */
@@ -290,7 +346,6 @@ static int client_says(int i, int stopped, int job, int stepd)
 		drop_client(i, 1);
 		return 0;
 	}
-	buf[n] = '\0';
 	if (strcmp(buf, KEEPER_MSG_STOP) == 0)
 		return 1;
 	if (strcmp(buf, KEEPER_MSG_ATTACH) == 0) {
@@ -299,8 +354,7 @@ static int client_says(int i, int stopped, int job, int stepd)
 		else
 			clients[i].waiting = 1;
 	} else if (strncmp(buf, KEEPER_MSG_LAYER " ", strlen(KEEPER_MSG_LAYER) + 1) == 0) {
-		clients[i].has_layer = sscanf(buf + strlen(KEEPER_MSG_LAYER) + 1, "%llu %llu",
-					      &clients[i].dev, &clients[i].ino) == 2;
+		take_layer(&clients[i], fd);
 	} else if (strcmp(buf, KEEPER_MSG_BYE) == 0) {
 		drop_client(i, 0);
 	}
@@ -310,7 +364,8 @@ static int client_says(int i, int stopped, int job, int stepd)
 static int listen_on(const char *path)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd;
+	mode_t mask;
+	int fd, bound;
 
 	if (strlen(path) >= sizeof(addr.sun_path)) {
 		errno = ENAMETOOLONG;
@@ -321,8 +376,12 @@ static int listen_on(const char *path)
 	if (fd < 0)
 		return -1;
 	unlink(path);   /* a dead keeper's; the plugin holds the job's lock for this key */
-	umask(077);
-	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 64) < 0) {
+	/* The socket is the user's alone; only for the bind: what the keeper makes after it
+	 * (the extraction, the runtime and the container's processes) has the user's umask. */
+	mask = umask(077);
+	bound = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
+	umask(mask);
+	if (bound < 0 || listen(fd, 64) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -395,7 +454,7 @@ static int set_up(struct keeper *k)
 			return -1;
 		}
 	}
-	clients[nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, 0, 0, 0 };
+	clients[nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, -1 };
 	/* The tree stays in the cache as long as this container may read it. */
 	if (use_dir != NULL && sq_extracted_hold(use_dir, use_key) < 0) {
 		fprintf(stderr, "squall: " PROG ": the extracted image %s/%s is gone\n", use_dir,
@@ -454,7 +513,7 @@ static void on_runtime(struct keeper *k)
 
 	if (ev == 'S' && !k->stopped) {
 		k->stopped = 1;
-		have_ns = sq_mntns_of((long)runtime, &ns_dev, &ns_ino) == 0;
+		ns_fd = sq_mntns_pin((long)runtime, (long)getuid());
 		sq_sentinel_place(&sentinel, runtime);
 		say(KEEPER_FD_CONTROL, KEEPER_MSG_READY, NULL, 0);
 		for (int i = 0; i < nclients; i++)

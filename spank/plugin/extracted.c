@@ -216,27 +216,39 @@ static int entry_kind(const char *name)
 	return len == 37 && is_key(name, 32) && strcmp(name + 32, ".part") == 0 ? 2 : 0;
 }
 
-static void evict_in(int dfd, const char *cache_dir, unsigned long long max_bytes,
-		     const char *held_key)
-{
+/* The cache's entries as evict_in plans them: up to 256 trees, and one more for the
+ * extractions in progress (never evicted, counted). */
+struct evict_list {
 	struct sq_cache_entry entries[257];
-	char keys[257][40], path[PATH_MAX], name[64];
-	int locks[257], mark[257], kinds[257];
-	unsigned long long extracting = 0;
-	size_t n = 0;
-	struct dirent *e;
-	int fd = dup(dfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	char keys[257][40];     /* "KEY" or "KEY.part"; "" for the extractions in progress */
+	int locks[257];         /* each tree's lock fd, held when it could be taken; -1 none */
+	int kinds[257];         /* entry_kind's: 1 complete, 2 partial */
+	int mark[257];
+	size_t n;
+};
 
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
+/* Bytes the tree at cache_dir/name takes on disk. */
+static unsigned long long tree_size(const char *cache_dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	entry_path(path, sizeof(path), cache_dir, name, "");
+	tree_bytes = 0;
+	nftw(path, add_size, 32, FTW_PHYS);
+	return tree_bytes;
+}
+
+/* Extractions of an older squall (KEY.tmp-PID), while no lock of an entry is held here:
+ * dead ones (and removals cut short, KEY.del-PID) go, live ones count toward the limit
+ * while they exist. Returns the live ones' bytes. */
+static unsigned long long clear_old_extractions(DIR *d, int dfd, const char *cache_dir,
+						const char *held_key)
+{
+	unsigned long long extracting = 0;
+	char path[PATH_MAX];
+	struct dirent *e;
+
 	rewinddir(d);   /* a dup shares the offset of dirfd's earlier reads */
-	/* Extractions of an older squall (KEY.tmp-PID) first, while no lock of an entry is
-	 * held here: dead ones (and removals cut short) go, live ones count toward the limit
-	 * while they exist. */
 	while ((e = readdir(d)) != NULL) {
 		const char *dot = strchr(e->d_name, '.');
 		char key[33];
@@ -248,67 +260,89 @@ static void evict_in(int dfd, const char *cache_dir, unsigned long long max_byte
 		key[32] = '\0';
 		entry_path(path, sizeof(path), cache_dir, e->d_name, "");
 		if (dot[1] == 'd' ||
-		    extraction_dead(dfd, key, strtol(dot + 5, NULL, 10), held_key)) {
+		    extraction_dead(dfd, key, strtol(dot + 5, NULL, 10), held_key))
 			remove_tree(path);
-		} else {
-			tree_bytes = 0;
-			nftw(path, add_size, 32, FTW_PHYS);
-			extracting += tree_bytes;
-		}
+		else
+			extracting += tree_size(cache_dir, e->d_name);
 	}
-	rewinddir(d);
+	return extracting;
+}
+
+/* One tree (kind 1 "KEY", 2 "KEY.part") into the list: its lock taken when free (one in
+ * use, or being extracted, stays), its last use the lock's mtime, its bytes. */
+static void add_tree(struct evict_list *l, int dfd, const char *cache_dir, const char *name,
+		     int kind)
+{
+	size_t n = l->n++;
+	struct stat st;
+
+	snprintf(l->keys[n], sizeof(l->keys[n]), "%s", name);
+	l->kinds[n] = kind;
+	l->keys[n][32] = '\0';
+	l->locks[n] = open_lock(dfd, l->keys[n], 1);
+	if (kind == 2)
+		l->keys[n][32] = '.';
+	l->entries[n].in_use = l->locks[n] < 0 || flock(l->locks[n], LOCK_EX | LOCK_NB) < 0;
+	l->entries[n].last_use = l->locks[n] >= 0 && fstat(l->locks[n], &st) == 0 ?
+				 (long long)st.st_mtime : 0;
+	l->entries[n].bytes = kind == 1 ? read_size(dfd, l->keys[n]) :
+			      tree_size(cache_dir, l->keys[n]);
+}
+
+/* Renamed first: a tree half removed is never taken for a complete one. */
+static void evict_one(int dfd, const char *cache_dir, const char *key, int kind)
+{
+	char path[PATH_MAX], name[64];
+
+	snprintf(name, sizeof(name), "%.32s.del-%d", key, (int)getpid());
+	entry_path(path, sizeof(path), cache_dir, name, "");
+	if (renameat(dfd, key, dfd, name) == 0)
+		remove_tree(path);
+	if (kind == 1) {
+		snprintf(name, sizeof(name), "%.32s.size", key);
+		unlinkat(dfd, name, 0);
+	}
+}
+
+static void evict_in(int dfd, const char *cache_dir, unsigned long long max_bytes,
+		     const char *held_key)
+{
+	struct evict_list l;
+	unsigned long long extracting;
+	struct dirent *e;
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	extracting = clear_old_extractions(d, dfd, cache_dir, held_key);
 	/* Complete trees, and partial ones (KEY.part: an extraction cut short, which the next
-	 * one resumes): both count, both go least recently used first; one whose lock is held
-	 * (used, or being extracted) stays. */
+	 * one resumes): both count, both go least recently used first. */
+	l.n = 0;
+	rewinddir(d);
 	while ((e = readdir(d)) != NULL) {
-		struct stat st;
 		int kind = entry_kind(e->d_name);
 
-		if (kind == 0 || n == 256)
-			continue;
-		snprintf(keys[n], sizeof(keys[n]), "%s", e->d_name);
-		kinds[n] = kind;
-		keys[n][32] = '\0';
-		locks[n] = open_lock(dfd, keys[n], 1);
-		if (kind == 2)
-			keys[n][32] = '.';
-		entries[n].in_use = locks[n] < 0 || flock(locks[n], LOCK_EX | LOCK_NB) < 0;
-		entries[n].last_use = locks[n] >= 0 && fstat(locks[n], &st) == 0 ?
-				      (long long)st.st_mtime : 0;
-		if (kind == 1) {
-			entries[n].bytes = read_size(dfd, keys[n]);
-		} else {
-			entry_path(path, sizeof(path), cache_dir, keys[n], "");
-			tree_bytes = 0;
-			nftw(path, add_size, 32, FTW_PHYS);
-			entries[n].bytes = tree_bytes;
-		}
-		n++;
+		if (kind != 0 && l.n < 256)
+			add_tree(&l, dfd, cache_dir, e->d_name, kind);
 	}
 	closedir(d);
 	if (extracting > 0) {
-		/* The trees being extracted: never evicted, counted. */
-		entries[n] = (struct sq_cache_entry){ extracting, (long long)time(NULL), 1 };
-		keys[n][0] = '\0';
-		kinds[n] = 0;
-		locks[n++] = -1;
+		l.entries[l.n] = (struct sq_cache_entry){ extracting, (long long)time(NULL), 1 };
+		l.keys[l.n][0] = '\0';
+		l.kinds[l.n] = 0;
+		l.locks[l.n++] = -1;
 	}
-	sq_cache_evict_plan(entries, n, max_bytes, SQ_CACHE_MAX_AGE_S, (long long)time(NULL),
-			    mark);
-	for (size_t i = 0; i < n; i++) {
-		if (mark[i] && keys[i][0]) {
-			/* Renamed first: a tree half removed is never taken for a complete one. */
-			snprintf(name, sizeof(name), "%.32s.del-%d", keys[i], (int)getpid());
-			entry_path(path, sizeof(path), cache_dir, name, "");
-			if (renameat(dfd, keys[i], dfd, name) == 0)
-				remove_tree(path);
-			if (kinds[i] == 1) {
-				snprintf(name, sizeof(name), "%.32s.size", keys[i]);
-				unlinkat(dfd, name, 0);
-			}
-		}
-		if (locks[i] >= 0)
-			close(locks[i]);
+	sq_cache_evict_plan(l.entries, l.n, max_bytes, SQ_CACHE_MAX_AGE_S,
+			    (long long)time(NULL), l.mark);
+	for (size_t i = 0; i < l.n; i++) {
+		if (l.mark[i] && l.keys[i][0])
+			evict_one(dfd, cache_dir, l.keys[i], l.kinds[i]);
+		if (l.locks[i] >= 0)
+			close(l.locks[i]);
 	}
 }
 
@@ -365,17 +399,32 @@ static void extract_argv(const char **argv, const char *unsquashfs, const char *
 	argv[i] = NULL;
 }
 
+/* KEY.part/list: the image's listing (`unsquashfs -llnumeric -UTC`), which a resumed
+ * run plans from and every run takes the modes from. 0 ok, -1 failed. */
+static int write_listing(int pfd, const char *unsquashfs, const char *image)
+{
+	const char *argv[] = { unsquashfs, "-llnumeric", "-UTC", image, NULL };
+	int lfd = openat(pfd, "list", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+			 O_CLOEXEC, 0600);
+	int status;
+
+	if (lfd < 0)
+		return -1;
+	status = sq_run_governed((char *const *)argv, lfd);
+	close(lfd);
+	return status == 0 ? 0 : -1;
+}
+
 /* Make KEY.part (with its record) ready to extract into: 1 resume (exclude written),
  * 0 from scratch, -1 failed. */
 static int prepare_part(int dfd, const char *cache_dir, const char *key, const char *image,
 			const char *unsquashfs, int *pfd_out, unsigned long *inodes)
 {
-	char part[64], path[PATH_MAX], dest[PATH_MAX + 16], list[PATH_MAX + 16];
-	const char *argv[24];
+	char part[64], path[PATH_MAX], dest[PATH_MAX + 16];
 	long long first = 0;
 	size_t kept = 0;
 	struct stat st;
-	int pfd, lfd, status;
+	int pfd, status;
 
 	snprintf(part, sizeof(part), "%s.part", key);
 	entry_path(path, sizeof(path), cache_dir, part, "");
@@ -400,7 +449,8 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 		if (mkdirat(dfd, part, 0700) < 0)
 			return -1;
 		pfd = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (pfd < 0 || sq_resume_write_started(pfd, (long long)time(NULL)) < 0) {
+		if (pfd < 0 || sq_resume_write_started(pfd, (long long)time(NULL)) < 0 ||
+		    write_listing(pfd, unsquashfs, image) < 0) {
 			if (pfd >= 0)
 				close(pfd);
 			return -1;
@@ -410,24 +460,14 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 	}
 	*pfd_out = pfd;
 	/* The image's listing, then what of it is on disk already. */
-	snprintf(list, sizeof(list), "%s/list", path);
-	lfd = openat(pfd, "list", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-		     O_CLOEXEC, 0600);
-	if (lfd < 0)
-		return -1;
-	argv[0] = unsquashfs;
-	argv[1] = "-llnumeric";
-	argv[2] = "-UTC";
-	argv[3] = image;
-	argv[4] = NULL;
-	status = sq_run_governed((char *const *)argv, lfd);
-	close(lfd);
+	status = write_listing(pfd, unsquashfs, image);
 	snprintf(dest, sizeof(dest), "%s/rootfs", path);
 	if (status != 0 || sq_resume_plan(pfd, first, *inodes, &kept) < 0) {
 		remove_tree(dest);
-		unlinkat(pfd, "list", 0);
 		unlinkat(pfd, "exclude", 0);
-		return sq_resume_write_started(pfd, (long long)time(NULL)) < 0 ? -1 : 0;
+		if (status != 0 || sq_resume_write_started(pfd, (long long)time(NULL)) < 0)
+			return -1;
+		return 0;
 	}
 	/* Directories it may have to write into again (a 0555 one given its mode early):
 	 * every directory is walked by the run, which gives each its mode and times. */
@@ -442,6 +482,7 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	const char *argv[24];
 	unsigned long inodes = 0;
 	int dfd, fd, pfd = -1, sfd, status, rv = -1, sized = 0, resume;
+	mode_t mask;
 
 	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32)
 		return -1;
@@ -472,17 +513,24 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	if (resume < 0)
 		goto fail;
 	extract_argv(argv, unsquashfs, dest, image, resume ? exclude : NULL);
+	/* umask 0: unsquashfs run by a user gives a file its mode less the umask (the modes it
+	 * drops, set-id bits, are given from the listing after it). xattrs stay out
+	 * (-no-xattrs), as before. */
+	mask = umask(0);
 	status = sq_run_governed((char *const *)argv, -1);
+	umask(mask);
 	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		goto fail;
 	/* Resumed: as many inodes as the image (a hard link cut apart would be a copy). */
 	if (resume && sq_resume_tree_inodes(dest) != inodes)
 		goto fail;
-	unlinkat(pfd, "list", 0);
-	unlinkat(pfd, "exclude", 0);
-	unlinkat(pfd, "started", 0);
+	if (sq_resume_apply_modes(pfd, dest) < 0)
+		goto fail;
+	/* The records (started, list, exclude) stay until the tree is published: a job's end
+	 * before the rename leaves a tree the next run resumes (and publishes), not one it
+	 * cannot trust and starts over. The tree alone is counted. */
 	tree_bytes = 0;
-	nftw(path, add_size, 32, FTW_PHYS);
+	nftw(dest, add_size, 32, FTW_PHYS);
 	/* On disk before it is published: a crash never leaves a complete-looking, empty
 	 * tree. Then out of the page cache. */
 	syncfs(pfd);
@@ -493,8 +541,21 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 		sized = dprintf(sfd, "%llu\n", tree_bytes) > 0;
 		close(sfd);
 	}
-	if (renameat(dfd, part, dfd, key) == 0)
+#ifdef SQ_TEST_CUT_BEFORE_PUBLISH
+	/* Tests only (tests/unit/test_plugin_extracted_modes.py): stop here, where a job's
+	 * end may kill the extraction, for the test to kill it. Never defined otherwise. */
+	raise(SIGSTOP);
+#endif
+	if (renameat(dfd, part, dfd, key) == 0) {
+		/* Published: the records go (pfd is the tree's directory under its new name).
+		 * Cut before they do, they are a few small files in KEY beside rootfs, which
+		 * nothing reads there (sq_extracted_ready looks at KEY/rootfs) and eviction
+		 * removes with the tree. */
+		unlinkat(pfd, "list", 0);
+		unlinkat(pfd, "exclude", 0);
+		unlinkat(pfd, "started", 0);
 		rv = 0;
+	}
 fail:
 	if (rv < 0) {
 		/* A run that failed (not one cut short: that never gets here) is not resumed. */

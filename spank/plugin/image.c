@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "builder.h"
 #include "imageref.h"
 #include "image.h"
 #include "safeopen.h"
@@ -26,6 +27,9 @@ void sq_hash_hex(const char *s, size_t len, char out[17])
 	}
 	snprintf(out, 17, "%016" PRIx64, h);
 }
+
+/* sqshbuild's exit status when the registry refused the image to the credentials used. */
+#define SQ_BUILD_REFUSED 3
 
 static const char *host(void)
 {
@@ -99,14 +103,68 @@ static char *absolute(const char *path, const char *cwd)
 	return out;
 }
 
-static int build_from_registry(const char *text, const struct sq_image_env *e,
-			       struct sq_image *out, char *err, size_t errlen)
+/* Add one line to img->note. */
+static void add_note(struct sq_image *img, const char *line)
+{
+	size_t n = strlen(img->note);
+
+	if (line[0] != '\0')
+		snprintf(img->note + n, sizeof(img->note) - n, "%s%s", n ? "\n" : "", line);
+}
+
+/* One run of `sqshbuild build`: 0 when it ran (*status; line: its last stdout line when
+ * it exited 0, else its last stderr line), -1 with err. */
+static int run_build(const char *text, const struct sq_image_env *e, char *const envp[],
+		     const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
+		     char *line, size_t linelen, char *err, size_t errlen)
 {
 	const char *argv[] = { e->sqshbuild, "build", "--quiet", "--cache-dir", e->cache_dir,
 			       text, NULL };
 	struct sq_child child;
+	int ok;
+
+	if (sq_run_opts(e->sqshbuild, (char *const *)argv, envp, cred, o, status, &child, err,
+			errlen) < 0)
+		return -1;
+	ok = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+	sq_capture_tail(ok ? child.out_fd : child.err_fd, 1, line, linelen);
+	sq_child_close(&child);
+	return 0;
+}
+
+/* As the builder when the node has one: 1 it ran (*status, line), 0 build as the user
+ * (no builder, or it may not pull this: exit status 3), -1 with err. */
+static int build_as_builder(const char *text, const struct sq_image_env *e,
+			    struct sq_image *out, int *status, char *line, size_t linelen,
+			    char *err, size_t errlen)
+{
+	const struct sq_spawn_opts in_root = { "/", 022, NULL, 0 };
+	struct sq_builder b;
+	char note[1024];
+	int rc;
+
+	if (sq_builder_find(e->builder_conf, &b, note, sizeof(note)) == 0) {
+		add_note(out, note);
+		return 0;
+	}
+	add_note(out, note);
+	rc = run_build(text, e, b.envp, &b.cred, &in_root, status, line, linelen, err, errlen);
+	sq_builder_free(&b);
+	if (rc < 0)
+		return -1;
+	if (!WIFEXITED(*status) || WEXITSTATUS(*status) != SQ_BUILD_REFUSED)
+		return 1;
+	snprintf(note, sizeof(note), "squall: the image builder may not pull %s; building it "
+		 "as you, in your own cache", text);
+	add_note(out, note);
+	return 0;
+}
+
+static int build_from_registry(const char *text, const struct sq_image_env *e,
+			       struct sq_image *out, char *err, size_t errlen)
+{
 	char line[PATH_MAX + 64], what[2 * PATH_MAX + 160];
-	int status;
+	int status, ran;
 
 	if (access(e->sqshbuild, X_OK) < 0) {
 		sq_errf(err, errlen, "--container-image=%s: registry images are built by "
@@ -114,20 +172,20 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 			"set sqshbuild= in plugstack.conf", text, e->sqshbuild, host());
 		return -1;
 	}
-	if (sq_run(e->sqshbuild, (char *const *)argv, e->envp, e->cred, &status, &child, err,
-		   errlen) < 0)
+	ran = build_as_builder(text, e, out, &status, line, sizeof(line), err, errlen);
+	if (ran < 0)
+		return -1;
+	/* No builder, or it may not pull this: as the user, with the job's environment. */
+	if (ran == 0 && run_build(text, e, e->envp, e->cred, NULL, &status, line, sizeof(line),
+				  err, errlen) < 0)
 		return -1;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char why[64];
 		sq_status_text(status, why, sizeof(why));
-		sq_capture_tail(child.err_fd, 1, line, sizeof(line));
 		sq_errf(err, errlen, "--container-image=%s: sqshbuild failed (%s): %s", text, why,
 			line[0] ? line : "it printed no error");
-		sq_child_close(&child);
 		return -1;
 	}
-	sq_capture_tail(child.out_fd, 1, line, sizeof(line));
-	sq_child_close(&child);
 	if (line[0] != '/') {
 		sq_errf(err, errlen, "--container-image=%s: sqshbuild printed no image path",
 			text);

@@ -5,8 +5,12 @@
  * exist, be a regular file (stat'ed first: a FIFO, device, directory or socket is refused
  * without being opened, core/safeopen.h), be readable and start with the squashfs magic
  * "hsqs". A registry reference
- * is handed to `sqshbuild build --quiet --cache-dir DIR REF` (run as the user), which
- * pulls it once for the whole cluster into the shared cache and prints the path.
+ * is handed to `sqshbuild build --quiet --cache-dir DIR REF`, which pulls it once for the
+ * whole cluster into the shared cache and prints the path. It runs as the image builder
+ * (builder.h) when the node has one: its own ids, groups and environment, in /. When
+ * the builder may not pull the image (exit status 3: the registry refused its
+ * credentials), the same command runs as the user with the job's environment, into the
+ * user's own cache, as it does when there is no builder.
  * The identity (device, inode, size, mtime of the file) binds named containers to
  * the exact image they were made from.
  */
@@ -21,6 +25,7 @@ struct sq_image {
 	char *path;           /* absolute path of the .sqsh (heap) */
 	char identity[17];    /* 16 hex digits */
 	int from_registry;
+	char note[2048];      /* "" or lines for srun's stderr (the builder's fallback) */
 };
 
 struct sq_image_env {
@@ -29,6 +34,7 @@ struct sq_image_env {
 	const char *cache_dir;    /* shared cache */
 	char *const *envp;        /* environment for the builder */
 	const struct sq_cred *cred;
+	const char *builder_conf; /* NULL: /etc/squall/builder (builder.h) */
 };
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

@@ -12,6 +12,28 @@
 #include "ipcdev.h"
 
 #define MAX_KEEP 64
+#define MAX_STACK 64     /* mounts stacked on the container's /dev, at most */
+
+/* The mount API of Linux 5.2 (the plugin needs 5.3): through syscall(), for older C
+ * libraries. */
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef UMOUNT_NOFOLLOW
+#define UMOUNT_NOFOLLOW 0x8
+#endif
 
 /* Enroot's restricted /dev: these device nodes, bound from the node's. */
 static const char *const basic[] = { "null", "zero", "full", "random", "urandom", "tty", NULL };
@@ -130,30 +152,16 @@ static int bind_from(int fd, const char *target, int dir)
 	return mount(src, target, NULL, MS_BIND | (dir ? MS_REC : 0), NULL);
 }
 
-int sq_ipcdev_setup(int ns_mnt, int root_fd, const char **what)
+/* The new /dev, on top of the old one whose entries keep holds. */
+static int build(struct keep *keep, int n, int pts, const char **what)
 {
 	static const char *const links[][2] = {
 		{ "/proc/self/fd", "dev/fd" }, { "/proc/self/fd/0", "dev/stdin" },
 		{ "/proc/self/fd/1", "dev/stdout" }, { "/proc/self/fd/2", "dev/stderr" },
 		{ "pts/ptmx", "dev/ptmx" },
 	};
-	struct keep keep[MAX_KEEP];
 	char target[80];
-	int n = 0, pts = -1;
 
-	*what = "joining the container's mount namespace";
-	if (setns(ns_mnt, CLONE_NEWNS) < 0)
-		return -1;
-	*what = "entering the container's root";
-	if (fchdir(root_fd) < 0 || chroot(".") < 0)
-		return -1;
-	*what = "reading the container's /dev";
-	if (collect(keep, &n, &pts) < 0)
-		return -1;
-	/* Nothing done here may reach the node's /dev. */
-	*what = "making /dev private to the container";
-	if (mount(NULL, "dev", NULL, MS_REC | MS_SLAVE, NULL) < 0 && errno != EINVAL)
-		return -1;    /* EINVAL: /dev is no mount of its own, nothing to keep apart */
 	*what = "mounting a tmpfs on /dev";
 	if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755") < 0)
 		return -1;
@@ -182,4 +190,79 @@ int sq_ipcdev_setup(int ns_mnt, int root_fd, const char **what)
 	    mount("mqueue", "dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return -1;
 	return 0;
+}
+
+/* 1: path is a mount point (another mount than the root's); 0: not, or unknown (a kernel
+ * before 5.8 or C library headers without it say no mount ID). */
+static int mount_point(const char *path)
+{
+#ifdef STATX_MNT_ID
+	struct statx a, b;
+
+	if (statx(AT_FDCWD, ".", AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &a) < 0 ||
+	    statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &b) < 0 ||
+	    !(a.stx_mask & b.stx_mask & STATX_MNT_ID))
+		return 0;
+	return a.stx_mnt_id != b.stx_mnt_id;
+#else
+	(void)path;
+	return 0;
+#endif
+}
+
+/* Take the new /dev out (a detached copy, with everything mounted in it), detach every mount
+ * on the container's /dev beneath it (the node's, as Enroot bound it, with its /dev/shm,
+ * /dev/pts, /dev/mqueue, /dev/hugepages), then put the copy on the rootfs's own /dev
+ * directory: nothing of the node's /dev is left below the new one. */
+static int replace(const char **what)
+{
+	int copy, i;
+
+	*what = "copying the new /dev (open_tree: Linux 5.2 or newer)";
+	copy = (int)syscall(SYS_open_tree, AT_FDCWD, "dev", OPEN_TREE_CLONE | AT_RECURSIVE |
+			    O_CLOEXEC);
+	if (copy < 0)
+		return -1;
+	*what = "detaching the node's /dev";
+	for (i = 0; i < MAX_STACK && umount2("dev", MNT_DETACH | UMOUNT_NOFOLLOW) == 0; i++)
+		;
+	/* EINVAL: dev is no mount point any more (or one that is locked: seen below). */
+	if (i == MAX_STACK || errno != EINVAL || mount_point("dev")) {
+		if (i == MAX_STACK || errno == EINVAL)
+			errno = EBUSY;
+		close(copy);
+		return -1;
+	}
+	*what = "mounting the new /dev on the rootfs's /dev";
+	if (syscall(SYS_move_mount, copy, "", AT_FDCWD, "dev", MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		close(copy);
+		return -1;
+	}
+	close(copy);
+	return 0;
+}
+
+int sq_ipcdev_setup(int ns_mnt, int root_fd, const char **what)
+{
+	struct keep keep[MAX_KEEP];
+	int n = 0, pts = -1;
+
+	*what = "joining the container's mount namespace";
+	if (setns(ns_mnt, CLONE_NEWNS) < 0)
+		return -1;
+	*what = "entering the container's root";
+	if (fchdir(root_fd) < 0 || chroot(".") < 0)
+		return -1;
+	*what = "reading the container's /dev";
+	if (collect(keep, &n, &pts) < 0)
+		return -1;
+	/* Nothing done here may reach the node's /dev. */
+	*what = "making /dev private to the container";
+	if (mount(NULL, "dev", NULL, MS_REC | MS_SLAVE, NULL) < 0 && errno != EINVAL)
+		return -1;    /* EINVAL: /dev is no mount of its own, nothing to keep apart */
+	if (build(keep, n, pts, what) < 0)
+		return -1;
+	if (pts >= 0)
+		close(pts);
+	return replace(what);
 }

@@ -274,6 +274,33 @@ static pid_t layer_ready(int fd, struct sq_child *child, char *err, size_t errle
 	return (pid_t)layer;
 }
 
+/* "layer DEV INO" with a descriptor of the layer's mount namespace: the keeper holds it,
+ * so the number still names this layer when the keeper reaps by it after this slurmstepd
+ * died (a number alone may by then be another namespace's; issue 30). */
+static void tell_layer(int sock, int ns_mnt, unsigned long long dev, unsigned long long ino)
+{
+	char text[96], control[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { text, 0 };
+	struct msghdr msg = { 0 };
+	struct cmsghdr *cm;
+
+	snprintf(text, sizeof(text), KEEPER_MSG_LAYER " %llu %llu", dev, ino);
+	iov.iov_len = strlen(text);
+	memset(control, 0, sizeof(control));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &ns_mnt, sizeof(int));
+	if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
+		/* the keeper ends it with the job anyway */
+	}
+}
+
 int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
 		  char *err, size_t errlen)
 {
@@ -310,13 +337,8 @@ int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct s
 	layer = layer_ready(ready[0], &child, err, errlen);
 	if (layer < 0 || sq_container_use_layer(c, layer, err, errlen) < 0)
 		goto fail;
-	if (sq_kept_layer_id(c, &dev, &ino) == 0 && c->keeper.sock >= 0) {
-		char msg[96];
-		snprintf(msg, sizeof(msg), KEEPER_MSG_LAYER " %llu %llu", dev, ino);
-		if (send(c->keeper.sock, msg, strlen(msg), MSG_NOSIGNAL) < 0) {
-			/* the keeper ends it with the job anyway */
-		}
-	}
+	if (sq_kept_layer_id(c, &dev, &ino) == 0 && c->keeper.sock >= 0)
+		tell_layer(c->keeper.sock, c->ns_mnt, dev, ino);
 	rv = 0;
 fail:
 	for (int i = 0; i < 2; i++) {

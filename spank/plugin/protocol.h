@@ -18,9 +18,12 @@
  * SOCKET, as the starting step talks on its control socket:
  *     step -> keeper    "attach"           answered "attached KPID PID" + pidfds of both,
  *                                          once the runtime is ready
- *                       "layer DEV INO"    the mount namespace of the step's layer: its
+ *                       "layer DEV INO"    + a descriptor of the mount namespace of the
+ *                                          step's layer, which the keeper holds (so the
+ *                                          number cannot go to another namespace): its
  *                                          processes end with the step if its slurmstepd
- *                                          dies without "bye"
+ *                                          dies without "bye"; without the descriptor the
+ *                                          message is ignored
  *                       "bye"              the step leaves; the container goes on
  *   The keeper ends the container after IDLE_S seconds with no step, or when killed (the
  *   job epilog).

@@ -89,6 +89,16 @@ static int sig_cmp(const void *x, const void *y)
 	return a->gid < b->gid ? -1 : a->gid > b->gid;
 }
 
+/* nftw: every directory searchable and writable by its owner (sq_resume_apply_modes
+ * gives each its mode after). */
+static int open_dir_up(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)f;
+	if ((type == FTW_D || type == FTW_DNR) && (st->st_mode & 0700) != 0700)
+		chmod(path, (st->st_mode & 07777) | 0700);
+	return 0;
+}
+
 /* Read all of fd into a NUL-terminated heap buffer (*len bytes), NULL on failure. */
 static char *slurp(int fd, size_t *len)
 {
@@ -121,6 +131,114 @@ static char *slurp(int fd, size_t *len)
 	return buf;
 }
 
+/* sq_resume_plan's state over its two passes of the listing. */
+struct resume_scan {
+	int rfd;                /* KEY.part/rootfs */
+	long long first_start;
+	int maybe_links;        /* more names than inodes: some files are hard links */
+	struct sig *missing;    /* pass 0: the files not yet complete, sorted after it */
+	size_t nmissing, cap;
+	FILE *out;              /* pass 1: KEY.part/exclude */
+	size_t kept;
+};
+
+/* A regular file of the listing, and whether rootfs already has it whole. */
+struct listed {
+	struct sq_list_entry e;
+	char name[PATH_MAX];
+	int done;
+};
+
+static struct sig sig_of(const struct sq_list_entry *e)
+{
+	return (struct sig){ e->size, e->mtime, e->mode, e->uid, e->gid };
+}
+
+/* One line of the listing into f: 1 a regular file, 0 another kind of entry, -1 a line
+ * that cannot be trusted. */
+static int read_listed(const struct resume_scan *s, const char *line, size_t n,
+		       struct listed *f)
+{
+	struct stat st;
+
+	if (sq_cache_list_parse(line, n, &f->e) < 0)
+		return -1;
+	if (f->e.type != '-')
+		return 0;
+	if (f->e.name_len == 0 || f->e.name_len >= sizeof(f->name))
+		return -1;
+	memcpy(f->name, line + f->e.name_off, f->e.name_len);
+	f->name[f->e.name_len] = '\0';
+	if (fstatat(s->rfd, f->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		f->done = 0;
+		return 1;
+	}
+	/* The set-id and sticky bits are given after unsquashfs (sq_resume_apply_modes): a
+	 * file that has none of them yet is complete when the rest is. */
+	if ((st.st_mode & 07000) == 0)
+		st.st_mode |= f->e.mode & 07000;
+	f->done = sq_cache_file_complete(&f->e, st.st_mode, (unsigned long long)st.st_size,
+					 (long long)st.st_mtime, s->first_start);
+	return 1;
+}
+
+/* Pass 0: a file still missing, when the image has hard links, is remembered by its
+ * signature. */
+static int note_missing(struct resume_scan *s, const struct listed *f)
+{
+	if (f->done || !s->maybe_links)
+		return 0;
+	if (s->nmissing == s->cap) {
+		struct sig *g = realloc(s->missing, (s->cap = s->cap ? 2 * s->cap : 256) *
+						    sizeof(*g));
+		if (g == NULL)
+			return -1;
+		s->missing = g;
+	}
+	s->missing[s->nmissing++] = sig_of(&f->e);
+	return 0;
+}
+
+/* Pass 1: a complete file goes to the exclude list, unless an exclude file cannot name it
+ * or it may be a hard link of one still missing (extracted again, so that unsquashfs
+ * links the two). */
+static int write_kept(struct resume_scan *s, const struct listed *f)
+{
+	struct sig k;
+
+	if (!f->done || !sq_cache_name_listable(f->name, f->e.name_len))
+		return 0;
+	k = sig_of(&f->e);
+	if (s->nmissing > 0 && bsearch(&k, s->missing, s->nmissing, sizeof(k), sig_cmp) != NULL)
+		return 0;
+	if (fprintf(s->out, "%s\n", f->name) < 0)
+		return -1;
+	s->kept++;
+	return 0;
+}
+
+/* One pass over the listing (one name a line): pass 0 notes the missing files, pass 1
+ * writes the exclude list. */
+static int scan_listing(struct resume_scan *s, const char *list, int pass)
+{
+	const char *l = list;
+	struct listed f;
+
+	while (*l) {
+		const char *nl = strchr(l, '\n'), *line = l;
+		size_t n = nl ? (size_t)(nl - l) : strlen(l);
+		int rc;
+
+		l += n + (nl != NULL);
+		rc = read_listed(s, line, n, &f);
+		if (rc < 0)
+			return -1;
+		if (rc > 0 && (pass == 0 ? note_missing(s, &f) : write_kept(s, &f)) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Write KEY.part/exclude: the regular files of listing (KEY.part/list) already complete
  * in KEY.part/rootfs, so that the next run extracts only the rest. When the image has hard
  * links (more names than inodes), a complete file that may be a link of one still missing
@@ -128,88 +246,129 @@ static char *slurp(int fd, size_t *len)
  * 0 ok (*kept: how many), -1 when the listing cannot be trusted (extract from scratch). */
 int sq_resume_plan(int pfd, long long first_start, unsigned long inodes, size_t *kept)
 {
-	struct sig *missing = NULL;
-	size_t len = 0, nmissing = 0, cap = 0, names = 0;
-	int lfd = -1, rfd = -1, xfd = -1, rv = -1, pass;
+	struct resume_scan s = { .rfd = -1, .first_start = first_start };
+	size_t len = 0, names = 0;
+	int lfd, xfd, rv = -1;
 	char *list = NULL;
-	FILE *out = NULL;
 
 	*kept = 0;
+	lfd = sq_open_regular(pfd, "list", SQ_OPEN_NOFOLLOW, NULL);
+	s.rfd = openat(pfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (lfd < 0 || s.rfd < 0 || (list = slurp(lfd, &len)) == NULL)
+		goto fail;
+	for (size_t i = 0; i < len; i++)
+		names += list[i] == '\n';   /* one name a line, the root's included */
+	s.maybe_links = names > inodes;
+	xfd = openat(pfd, "exclude", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+		     O_CLOEXEC, 0600);
+	if (xfd >= 0 && (s.out = fdopen(xfd, "w")) == NULL)
+		close(xfd);
+	if (s.out == NULL || scan_listing(&s, list, 0) != 0)
+		goto fail;
+	if (s.nmissing > 0)
+		qsort(s.missing, s.nmissing, sizeof(*s.missing), sig_cmp);
+	if (scan_listing(&s, list, 1) != 0 || fflush(s.out) != 0)
+		goto fail;
+	rv = 0;
+fail:
+	*kept = s.kept;
+	if (s.out != NULL)
+		fclose(s.out);
+	if (lfd >= 0)
+		close(lfd);
+	if (s.rfd >= 0)
+		close(s.rfd);
+	free(list);
+	free(s.missing);
+	return rv;
+}
+
+/* One line of the listing: a directory or regular file whose mode on disk is not the
+ * listed one gets it. 0 done (or nothing to do), -1 failed. */
+static int apply_mode(int rfd, const char *line, size_t n)
+{
+	char name[PATH_MAX];
+	struct sq_list_entry e;
+	struct stat st;
+
+	if (sq_cache_list_parse(line, n, &e) < 0)
+		return -1;
+	if ((e.type != '-' && e.type != 'd') || e.name_len >= sizeof(name))
+		return 0;
+	memcpy(name, line + e.name_off, e.name_len);
+	name[e.name_len] = '\0';
+	if (e.name_len == 0)
+		snprintf(name, sizeof(name), ".");
+	if (fstatat(rfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    (e.type == 'd' ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)))
+		return -1;
+	if ((st.st_mode & 07777) == e.mode)
+		return 0;
+	/* Not a link (just checked); the tree is the caller's own, as is the cache. */
+	return fchmodat(rfd, name, (mode_t)e.mode, 0) == 0 ? 0 : -1;
+}
+
+/* 1 when every line of the listing parses. */
+static int listing_trusted(const char *list, const size_t *starts, size_t nlines)
+{
+	struct sq_list_entry e;
+
+	for (size_t i = 0; i < nlines; i++) {
+		const char *line = list + starts[i];
+
+		if (sq_cache_list_parse(line, (size_t)(strchrnul(line, '\n') - line), &e) < 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Give every directory and regular file of KEY.part/rootfs the mode of KEY.part/list,
+ * set-uid, set-gid and sticky bits included: unsquashfs run by a user other than root
+ * gives regular files their mode less the umask (it runs with umask 0) and drops the
+ * set-id bits of files and directories. That user owns the cache and every file in it, so
+ * a set-uid bit there grants nothing (and the overlay over the tree is mounted nosuid);
+ * it is there for the copy to be the image. chmod by the owner keeps set-gid: the files
+ * have the caller's group. Every directory is opened up first, and the modes applied from
+ * the end of the listing, children before their directory: a directory without search
+ * permission for its owner takes its mode last. 0 ok, -1 failed. */
+int sq_resume_apply_modes(int pfd, const char *rootfs)
+{
+	size_t len = 0, nlines = 0, *starts = NULL;
+	int lfd, rfd, rv = -1;
+	char *list = NULL;
+
 	lfd = sq_open_regular(pfd, "list", SQ_OPEN_NOFOLLOW, NULL);
 	rfd = openat(pfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (lfd < 0 || rfd < 0 || (list = slurp(lfd, &len)) == NULL)
 		goto fail;
 	for (size_t i = 0; i < len; i++)
-		names += list[i] == '\n';   /* one name a line, the root's included */
-	xfd = openat(pfd, "exclude", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-		     O_CLOEXEC, 0600);
-	if (xfd < 0 || (out = fdopen(xfd, "w")) == NULL)
+		nlines += list[i] == '\n';
+	starts = malloc((nlines + 1) * sizeof(*starts));
+	if (starts == NULL)
 		goto fail;
-	xfd = -1;
-	/* Pass 0: which files are missing (their signatures); pass 1: the exclude list. */
-	for (pass = 0; pass < 2; pass++) {
-		const char *l = list;
-
-		while (*l) {
-			const char *nl = strchr(l, '\n'), *line = l;
-			size_t n = nl ? (size_t)(nl - l) : strlen(l);
-			struct sq_list_entry e;
-			char name[PATH_MAX];
-			struct stat st;
-			int done;
-
-			l += n + (nl != NULL);
-			if (sq_cache_list_parse(line, n, &e) < 0)
-				goto fail;
-			if (e.type != '-')
-				continue;
-			if (e.name_len == 0 || e.name_len >= sizeof(name))
-				goto fail;
-			memcpy(name, line + e.name_off, e.name_len);
-			name[e.name_len] = '\0';
-			done = fstatat(rfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			       sq_cache_file_complete(&e, st.st_mode,
-						      (unsigned long long)st.st_size,
-						      (long long)st.st_mtime, first_start);
-			if (pass == 0 && !done && names > inodes) {
-				if (nmissing == cap) {
-					struct sig *g = realloc(missing,
-							       (cap = cap ? 2 * cap : 256) *
-							       sizeof(*g));
-					if (g == NULL)
-						goto fail;
-					missing = g;
-				}
-				missing[nmissing++] = (struct sig){ e.size, e.mtime, e.mode, e.uid,
-								    e.gid };
-			}
-			if (pass == 1 && done && sq_cache_name_listable(name, e.name_len)) {
-				struct sig k = { e.size, e.mtime, e.mode, e.uid, e.gid };
-				if (nmissing > 0 &&
-				    bsearch(&k, missing, nmissing, sizeof(k), sig_cmp) != NULL)
-					continue;
-				if (fprintf(out, "%s\n", name) < 0)
-					goto fail;
-				(*kept)++;
-			}
-		}
-		if (pass == 0 && nmissing > 0)
-			qsort(missing, nmissing, sizeof(*missing), sig_cmp);
+	nlines = 0;
+	for (size_t i = 0; i < len; i = strchrnul(list + i, '\n') - list + 1)
+		starts[nlines++] = i;
+	if (!listing_trusted(list, starts, nlines)) {
+		/* A name with a newline: its lines cannot be told apart. Run by root, unsquashfs
+		 * gave every mode; run by a user, no copy rather than one with other modes. */
+		rv = geteuid() == 0 ? 0 : -1;
+		goto fail;
 	}
-	if (fflush(out) != 0)
-		goto fail;
+	nftw(rootfs, open_dir_up, 32, FTW_PHYS);
 	rv = 0;
+	while (nlines > 0 && rv == 0) {
+		const char *line = list + starts[--nlines];
+
+		rv = apply_mode(rfd, line, (size_t)(strchrnul(line, '\n') - line));
+	}
 fail:
-	if (out != NULL)
-		fclose(out);
-	if (xfd >= 0)
-		close(xfd);
 	if (lfd >= 0)
 		close(lfd);
 	if (rfd >= 0)
 		close(rfd);
+	free(starts);
 	free(list);
-	free(missing);
 	return rv;
 }
 
@@ -254,7 +413,8 @@ unsigned long sq_resume_tree_inodes(const char *path)
 	tree_names = 0;
 	nlinked = 0;
 	if (nftw(path, count_inodes, 32, FTW_PHYS) == 0) {
-		qsort(linked, nlinked, sizeof(*linked), ino_cmp);
+		if (nlinked > 0)    /* qsort's array may not be NULL, even for no element */
+			qsort(linked, nlinked, sizeof(*linked), ino_cmp);
 		for (size_t i = 0; i < nlinked; i++)
 			unique += i == 0 || linked[i] != linked[i - 1];
 		distinct = tree_names - (unsigned long)(nlinked - unique);

@@ -19,6 +19,10 @@ int sq_resume_write_started(int pfd, long long t);
  * (same size, time, mode, owner) is extracted again, so that unsquashfs links the two.
  * 0 ok (*kept: how many), -1 when the listing cannot be trusted (extract from scratch). */
 int sq_resume_plan(int pfd, long long first_start, unsigned long inodes, size_t *kept);
+/* Give every directory and regular file of KEY.part/rootfs (at path rootfs) the mode of
+ * KEY.part/list, set-uid, set-gid and sticky included (unsquashfs run by a user drops
+ * them). 0 ok, -1 failed. */
+int sq_resume_apply_modes(int pfd, const char *rootfs);
 /* The distinct inodes of the tree at path (it is on one file system), 0 on failure. */
 unsigned long sq_resume_tree_inodes(const char *path);
 

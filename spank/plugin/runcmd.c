@@ -17,11 +17,31 @@
 #include "runcmd.h"
 #include "strbuf.h"
 
+int sq_cred_groups(struct sq_cred *c, const char *name)
+{
+	int n = 64;
+
+	for (int tries = 0; tries < 4; tries++) {
+		gid_t *g = calloc((size_t)n, sizeof(*g));
+		int want = n;
+		if (g == NULL)
+			return -1;
+		if (getgrouplist(name, c->gid, g, &want) >= 0) {
+			free(c->groups);
+			c->groups = g;
+			c->ngroups = want;
+			return 0;
+		}
+		free(g);
+		n = want > n ? want : n * 2;
+	}
+	return -1;
+}
+
 int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errlen)
 {
 	struct passwd pw, *res = NULL;
 	char buf[4096];
-	int n = 64;
 
 	memset(c, 0, sizeof(*c));
 	c->uid = uid;
@@ -33,19 +53,8 @@ int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errl
 			"to the node's user database", (unsigned)uid);
 		return -1;
 	}
-	for (int tries = 0; tries < 4; tries++) {
-		gid_t *g = calloc((size_t)n, sizeof(*g));
-		int want = n;
-		if (g == NULL)
-			break;
-		if (getgrouplist(pw.pw_name, gid, g, &want) >= 0) {
-			c->groups = g;
-			c->ngroups = want;
-			return 0;
-		}
-		free(g);
-		n = want > n ? want : n * 2;
-	}
+	if (sq_cred_groups(c, pw.pw_name) == 0)
+		return 0;
 	sq_errf(err, errlen, "cannot list the groups of user %s", pw.pw_name);
 	return -1;
 }
@@ -97,13 +106,21 @@ static void close_from(int first)
 		close(fd);
 }
 
-static void close_other_fds(void)
+/* In user_init slurmstepd runs with the user's effective id and root's real (or saved)
+ * one: another identity's groups and ids (the image builder's) need root back first. */
+static void regain_root(const struct sq_cred *cred)
 {
-	close_from(3);
+	uid_t r, e, s;
+
+	if (cred->groups == NULL || getresuid(&r, &e, &s) < 0 || e == 0 || (r != 0 && s != 0))
+		return;
+	if (seteuid(0) < 0)
+		child_fail("cannot regain root to become", "another identity");
 }
 
 static void become_user(const struct sq_cred *cred)
 {
+	regain_root(cred);
 	if (cred->groups != NULL && setgroups((size_t)cred->ngroups, cred->groups) < 0)
 		child_fail("cannot set the groups for", "the job user");
 	if (setresgid(cred->gid, cred->gid, cred->gid) < 0)
@@ -147,38 +164,79 @@ static int child_prepare(const char *path, struct sq_child *child, char *err, si
 	return -1;
 }
 
-int sq_spawn(const char *path, char *const argv[], char *const envp[],
-	     const struct sq_cred *cred, struct sq_child *child, char *err, size_t errlen)
+/* In the child: pass_fds[i] (at most 8) become descriptors 3+i, lifted above every
+ * target first so that placing one never clobbers another. */
+static void lift_fds(const int *pass_fds, int npass, int lifted[8])
 {
-	int devnull;
+	for (int i = 0; i < npass && i < 8; i++)
+		if ((lifted[i] = fcntl(pass_fds[i], F_DUPFD_CLOEXEC, 3 + npass)) < 0)
+			_exit(127);
+}
+
+static void place_fds(const int lifted[8], int npass)
+{
+	for (int i = 0; i < npass && i < 8; i++)
+		if (dup2(lifted[i], 3 + i) < 0)
+			_exit(127);
+	close_from(3 + (npass < 8 ? npass : 8));
+}
+
+static void stdio_to(int devnull, const struct sq_child *child)
+{
+	/* dup2 clears close-on-exec on the new descriptors */
+	if (dup2(devnull, STDIN_FILENO) < 0 || dup2(child->out_fd, STDOUT_FILENO) < 0 ||
+	    dup2(child->err_fd, STDERR_FILENO) < 0)
+		_exit(127);
+}
+
+/* In the child, once it is the user: the working directory and umask it asked for. */
+static void apply_opts(const struct sq_spawn_opts *o)
+{
+	if (o->umask >= 0)
+		umask((mode_t)o->umask);
+	if (o->dir != NULL && chdir(o->dir) < 0)
+		child_fail("cannot change to the directory", o->dir);
+}
+
+static int spawn_with(const char *path, char *const argv[], char *const envp[],
+		      const struct sq_cred *cred, const struct sq_spawn_opts *o,
+		      struct sq_child *child, char *err, size_t errlen)
+{
+	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0 };
+	int devnull, lifted[8];
 	pid_t pid;
 
+	if (o == NULL)
+		o = &none;
 	devnull = child_prepare(path, child, err, errlen);
 	if (devnull < 0)
 		return -1;
 	pid = fork();
 	if (pid < 0) {
 		sq_errf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
-		goto fail;
+		close(devnull);
+		sq_child_close(child);
+		return -1;
 	}
 	if (pid == 0) {
-		/* dup2 clears close-on-exec on the new descriptors */
-		if (dup2(devnull, STDIN_FILENO) < 0 || dup2(child->out_fd, STDOUT_FILENO) < 0 ||
-		    dup2(child->err_fd, STDERR_FILENO) < 0)
-			_exit(127);
-		close_other_fds();
+		lift_fds(o->pass_fds, o->npass, lifted);
+		stdio_to(devnull, child);
+		place_fds(lifted, o->npass);
 		reset_signals();
 		become_user(cred);
+		apply_opts(o);
 		execve(path, argv, envp);
 		child_fail("cannot execute", path);
 	}
 	close(devnull);
 	child->pid = pid;
 	return 0;
-fail:
-	close(devnull);
-	sq_child_close(child);
-	return -1;
+}
+
+int sq_spawn(const char *path, char *const argv[], char *const envp[],
+	     const struct sq_cred *cred, struct sq_child *child, char *err, size_t errlen)
+{
+	return spawn_with(path, argv, envp, cred, NULL, child, err, errlen);
 }
 
 int sq_child_wait(struct sq_child *child, int *status)
@@ -208,17 +266,9 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 	}
 	if (pid == 0) {
 		int fds[8];
-		/* Lift the descriptors to pass above every target first, then place them. */
-		for (int i = 0; i < npass && i < 8; i++)
-			if ((fds[i] = fcntl(pass_fds[i], F_DUPFD_CLOEXEC, 3 + npass)) < 0)
-				_exit(127);
-		if (dup2(devnull, STDIN_FILENO) < 0 || dup2(child->out_fd, STDOUT_FILENO) < 0 ||
-		    dup2(child->err_fd, STDERR_FILENO) < 0)
-			_exit(127);
-		for (int i = 0; i < npass && i < 8; i++)
-			if (dup2(fds[i], 3 + i) < 0)
-				_exit(127);
-		close_from(3 + npass);
+		lift_fds(pass_fds, npass, fds);
+		stdio_to(devnull, child);
+		place_fds(fds, npass);
 		reset_signals();
 		become_user(cred);
 		pid = fork();
@@ -263,7 +313,14 @@ void sq_child_close(struct sq_child *child)
 int sq_run(const char *path, char *const argv[], char *const envp[], const struct sq_cred *cred,
 	   int *status, struct sq_child *child, char *err, size_t errlen)
 {
-	if (sq_spawn(path, argv, envp, cred, child, err, errlen) < 0)
+	return sq_run_opts(path, argv, envp, cred, NULL, status, child, err, errlen);
+}
+
+int sq_run_opts(const char *path, char *const argv[], char *const envp[],
+		const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
+		struct sq_child *child, char *err, size_t errlen)
+{
+	if (spawn_with(path, argv, envp, cred, o, child, err, errlen) < 0)
 		return -1;
 	if (sq_child_wait(child, status) < 0) {
 		sq_errf(err, errlen, "lost track of %s (pid %d): %s", path, (int)child->pid,

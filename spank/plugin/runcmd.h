@@ -24,6 +24,9 @@ struct sq_cred {
  * only when the caller is root (slurmstepd's user_init has set them already). */
 int sq_cred_init(struct sq_cred *c, uid_t uid, gid_t gid, char *err, size_t errlen);
 void sq_cred_free(struct sq_cred *c);
+/* Set c->groups to the supplementary groups of account name (primary group c->gid),
+ * always, whoever the caller is. 0 ok, -1 failed. */
+int sq_cred_groups(struct sq_cred *c, const char *name);
 
 struct sq_child {
 	pid_t pid;
@@ -51,6 +54,21 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 /* Run to completion. 0 when it ran (whatever its exit status, in *status). */
 int sq_run(const char *path, char *const argv[], char *const envp[], const struct sq_cred *cred,
 	   int *status, struct sq_child *child, char *err, size_t errlen);
+
+/* What sq_run_opts adds to sq_run, applied in the child once it has become cred. */
+struct sq_spawn_opts {
+	const char *dir;       /* its working directory (NULL: the caller's) */
+	int umask;             /* its umask (-1: the caller's) */
+	const int *pass_fds;   /* become its descriptors 3, 4, ... (at most 8) */
+	int npass;
+};
+
+/* sq_run with o (NULL: as sq_run). A cred with groups set when the caller runs with a
+ * dropped effective id and root's real one (slurmstepd's user_init) makes the child take
+ * root back first, then become cred: how the plugin runs the image builder. */
+int sq_run_opts(const char *path, char *const argv[], char *const envp[],
+		const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
+		struct sq_child *child, char *err, size_t errlen);
 
 /* The last n non-empty lines of a captured stream joined with " | ", control bytes
  * replaced, into buf ("" when empty). */

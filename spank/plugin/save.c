@@ -1,85 +1,260 @@
 /* save.c: see save.h. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "safeopen.h"
 #include "save.h"
 #include "strbuf.h"
 
-/* rename or unlink as the user, in a child, so root never follows the user's paths. */
-static int as_user(const struct sq_cred *cred, const char *from, const char *to)
-{
-	pid_t pid = fork();
-	int status;
+#define SAVED_NAME "image.sqsh"   /* the runtime's output, inside the private directory */
 
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		if ((cred->groups && setgroups((size_t)cred->ngroups, cred->groups) < 0) ||
-		    setresgid(cred->gid, cred->gid, cred->gid) < 0 ||
-		    setresuid(cred->uid, cred->uid, cred->uid) < 0)
-			_exit(126);
-		_exit((to ? rename(from, to) : unlink(from)) == 0 ? 0 : 1);
+/* path's directory and last component, into dir and base. 0 ok, -1 with err. */
+static int split(const char *path, char *dir, char *base, size_t len, char *err,
+		 size_t errlen)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+
+	if (snprintf(a, sizeof(a), "%s", path) >= (int)sizeof(a))
+		return sq_errf(err, errlen, "%s: path too long", path);
+	snprintf(b, sizeof(b), "%s", path);
+	snprintf(dir, len, "%s", dirname(a));
+	snprintf(base, len, "%s", basename(b));
+	if (strcmp(base, "/") == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return sq_errf(err, errlen, "%s: not a file name: give a file path (e.g. "
+			       "%s/saved.sqsh)", path, path);
+	return 0;
+}
+
+/* The target's directory, opened and checked: a directory the caller may write, where
+ * other users cannot replace what is put in it (not world-writable unless sticky). */
+static int open_parent(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dfd < 0)
+		return sq_errf(err, errlen, "directory %s does not exist on this node: create it "
+			       "first (the image is written there at the step's end)", dir);
+	if (fstat(dfd, &st) < 0 || faccessat(dfd, ".", W_OK | X_OK, AT_EACCESS) < 0) {
+		close(dfd);
+		return sq_errf(err, errlen, "directory %s is not writable by the job user: pick "
+			       "a directory you can write", dir);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+		close(dfd);
+		return sq_errf(err, errlen, "directory %s is writable by every user and not "
+			       "sticky (mode %04o): anyone could replace the saved image; save into "
+			       "a directory of yours (or chmod +t %s)", dir,
+			       (unsigned)(st.st_mode & 07777), dir);
+	}
+	return dfd;
+}
+
+/* An existing target is replaced only when it is a regular file of uid's. */
+static int check_target(int dfd, const char *base, const char *path, uid_t uid, char *err,
+			size_t errlen)
+{
+	struct stat st;
+
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : sq_errf(err, errlen, "cannot check %s: %s", path,
+						     strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return sq_errf(err, errlen, "%s is a directory: give a file path (e.g. "
+			       "%s/saved.sqsh)", path, path);
+	if (!S_ISREG(st.st_mode))
+		return sq_errf(err, errlen, "%s exists and is %s, not a regular file: remove it "
+			       "or give another path (only a file of yours is replaced)", path,
+			       sq_file_kind((unsigned int)st.st_mode));
+	if (st.st_uid != uid)
+		return sq_errf(err, errlen, "%s exists and belongs to uid %u, not to you: remove "
+			       "it or give another path (only a file of yours is replaced)", path,
+			       (unsigned)st.st_uid);
+	return 0;
 }
 
 int sq_save_check(const char *path, char *err, size_t errlen)
 {
-	char dir_buf[PATH_MAX];
-	const char *dir;
+	char dir[PATH_MAX], base[PATH_MAX], why[PATH_MAX * 2 + 256];
+	int dfd;
+
+	if (split(path, dir, base, sizeof(dir), why, sizeof(why)) < 0 ||
+	    (dfd = open_parent(dir, why, sizeof(why))) < 0)
+		return sq_errf(err, errlen, "--container-save=%s: %s", path, why);
+	if (check_target(dfd, base, path, geteuid(), why, sizeof(why)) < 0) {
+		close(dfd);
+		return sq_errf(err, errlen, "--container-save=%s: %s", path, why);
+	}
+	close(dfd);
+	return 0;
+}
+
+/* A fresh private directory in dfd with an unguessable name: its descriptor, or -1. */
+static int make_private(int dfd, uint32_t jobid, uint32_t stepid, char *name, size_t len,
+			char *err, size_t errlen)
+{
+	unsigned char r[16];
+	char hex[33];
+	int pfd;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return sq_errf(err, errlen, "cannot get random bytes: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	snprintf(name, len, ".squall-save-%u.%u-%s", (unsigned)jobid, (unsigned)stepid, hex);
+	if (mkdirat(dfd, name, 0700) < 0)
+		return sq_errf(err, errlen, "cannot make a temporary directory beside the "
+			       "target: %s", strerror(errno));
+	pfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0 || fchmod(pfd, 0700) < 0) {
+		sq_errf(err, errlen, "cannot open the temporary directory %s: %s", name,
+			strerror(errno));
+		if (pfd >= 0)
+			close(pfd);
+		unlinkat(dfd, name, AT_REMOVEDIR);
+		return -1;
+	}
+	return pfd;
+}
+
+/* Empty and remove the private directory (only the runtime's files are in it). */
+static void remove_private(int dfd, int pfd, const char *name)
+{
+	DIR *d = sq_dir_stream(pfd);
+	struct dirent *e;
+
+	while (d != NULL && (e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		    unlinkat(pfd, e->d_name, 0) < 0)
+			unlinkat(pfd, e->d_name, AT_REMOVEDIR);
+	if (d != NULL)
+		closedir(d);
+	close(pfd);
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* `enroot export -o /proc/self/fd/3/image.sqsh CONTAINER`, fd 3 the private directory. */
+static int run_export(const struct sq_runtime *rt, const struct sq_cred *self,
+		      const char *container, int pfd, char *err, size_t errlen)
+{
+	const char *argv[] = { rt->enroot, "export", "-o", "/proc/self/fd/3/" SAVED_NAME,
+			       container, NULL };
+	const struct sq_spawn_opts o = { NULL, -1, &pfd, 1 };
+	struct sq_child child;
+	int status, ok;
+
+	if (sq_run_opts(rt->enroot, (char *const *)argv, rt->envp, self, &o, &status, &child,
+			err, errlen) < 0)
+		return -1;
+	ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	if (!ok) {
+		char why[64];
+		sq_status_text(status, why, sizeof(why));
+		sq_child_failure(&child, "enroot export", why, err, errlen);
+	}
+	sq_child_close(&child);
+	return ok ? 0 : -1;
+}
+
+/* The saved file into place, relative to the checked directory. */
+static int publish(int dfd, int pfd, const char *base, const char *path, uid_t uid,
+		   char *err, size_t errlen)
+{
 	struct stat st;
 
-	snprintf(dir_buf, sizeof(dir_buf), "%s", path);
-	dir = dirname(dir_buf);
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return sq_errf(err, errlen, "--container-save=%s: directory %s does not exist on "
-				"this node: create it first (the image is written there at the step's "
-				"end)", path, dir);
-	if (access(dir, W_OK | X_OK) < 0)
-		return sq_errf(err, errlen, "--container-save=%s: directory %s is not writable by "
-				"the job user: pick a directory you can write", path, dir);
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return sq_errf(err, errlen, "--container-save=%s: is a directory: give a file path "
-				"(e.g. %s/saved.sqsh)", path, path);
+	if (fstatat(pfd, SAVED_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return sq_errf(err, errlen, "enroot export wrote no image file for %s", path);
+	if (check_target(dfd, base, path, uid, err, errlen) < 0)
+		return -1;
+	if (renameat(pfd, SAVED_NAME, dfd, base) < 0)
+		return sq_errf(err, errlen, "cannot move the saved image into place at %s: %s",
+			       path, strerror(errno));
 	return 0;
+}
+
+/* In the child, as the user: the whole save. 0 ok, -1 with err. */
+static int export_as_user(const struct sq_runtime *rt, const char *container,
+			  const char *path, uint32_t jobid, uint32_t stepid, char *err,
+			  size_t errlen)
+{
+	const struct sq_cred self = { getuid(), getgid(), NULL, 0 };
+	char dir[PATH_MAX], base[PATH_MAX], name[96];
+	int dfd, pfd, rc;
+
+	if (split(path, dir, base, sizeof(dir), err, errlen) < 0 ||
+	    (dfd = open_parent(dir, err, errlen)) < 0)
+		return -1;
+	if (check_target(dfd, base, path, self.uid, err, errlen) < 0 ||
+	    (pfd = make_private(dfd, jobid, stepid, name, sizeof(name), err, errlen)) < 0) {
+		close(dfd);
+		return -1;
+	}
+	rc = run_export(rt, &self, container, pfd, err, errlen);
+	if (rc == 0)
+		rc = publish(dfd, pfd, base, path, self.uid, err, errlen);
+	remove_private(dfd, pfd, name);
+	close(dfd);
+	return rc;
+}
+
+static int become(const struct sq_cred *cred)
+{
+	if (cred->groups && setgroups((size_t)cred->ngroups, cred->groups) < 0)
+		return -1;
+	if (setresgid(cred->gid, cred->gid, cred->gid) < 0 ||
+	    setresuid(cred->uid, cred->uid, cred->uid) < 0)
+		return -1;
+	return getuid() == cred->uid && geteuid() == cred->uid ? 0 : -1;
+}
+
+static int reap(pid_t pid, int *status)
+{
+	pid_t r;
+
+	do {
+		r = waitpid(pid, status, 0);
+	} while (r < 0 && errno == EINTR);
+	return r == pid ? 0 : -1;
 }
 
 int sq_save_export(const struct sq_runtime *rt, const char *container, const char *path,
 		   uint32_t jobid, uint32_t stepid, char *err, size_t errlen)
 {
-	char dir_buf[PATH_MAX], base_buf[PATH_MAX], tmp[PATH_MAX + 64];
-	const char *args[6];
+	/* The child's error line comes back through memory shared with it. */
+	char *shared = mmap(NULL, errlen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			    -1, 0);
+	int status = 0;
+	pid_t pid;
 
-	snprintf(dir_buf, sizeof(dir_buf), "%s", path);
-	snprintf(base_buf, sizeof(base_buf), "%s", path);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.squall-%u.%u.tmp", dirname(dir_buf), basename(base_buf),
-		 (unsigned)jobid, (unsigned)stepid);
-	args[0] = "export";
-	args[1] = "-f";
-	args[2] = "-o";
-	args[3] = tmp;
-	args[4] = container;
-	args[5] = NULL;
-	if (sq_enroot_call(rt, "enroot export", args, NULL, err, errlen) < 0) {
-		as_user(rt->cred, tmp, NULL);
-		return -1;
+	if (shared == MAP_FAILED)
+		return sq_errf(err, errlen, "cannot save: %s", strerror(errno));
+	shared[0] = '\0';
+	pid = fork();
+	if (pid == 0) {
+		if (become(rt->cred) < 0)
+			_exit(126);
+		_exit(export_as_user(rt, container, path, jobid, stepid, shared, errlen) == 0
+		      ? 0 : 1);
 	}
-	if (as_user(rt->cred, tmp, path) < 0) {
-		sq_errf(err, errlen, "cannot move the saved image into place at %s", path);
-		as_user(rt->cred, tmp, NULL);
-		return -1;
+	if (pid > 0 && reap(pid, &status) == 0 && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0) {
+		munmap(shared, errlen);
+		return 0;
 	}
-	return 0;
+	snprintf(err, errlen, "%s", shared[0] ? shared : "cannot save as the job user");
+	munmap(shared, errlen);
+	return -1;
 }

@@ -1,8 +1,12 @@
 /*
  * save.h: --container-save, written once per step (by the node holding node id 0),
- * atomically: `enroot export` into a hidden temporary file beside the target, then a
- * rename done as the job user, so readers never see half an image and a failure leaves
- * the old file in place.
+ * atomically and only where the job user decides: in a child that has become the user, the
+ * target's directory is opened and checked (writable by the user; not world-writable
+ * unless sticky), `enroot export` writes into a fresh private 0700 directory made there
+ * with an unguessable name (random bytes), addressed as /proc/self/fd/3/..., and the image
+ * is renamed into place relative to the directory's descriptor. An existing target is
+ * replaced only when it is a regular file of the user's (never a link, a FIFO, another
+ * user's file): else one line names the path and the fix. A failure leaves the old file.
  */
 #ifndef SQUALL_PLUGIN_SAVE_H
 #define SQUALL_PLUGIN_SAVE_H
@@ -12,8 +16,9 @@
 
 #include "named.h"
 
-/* Can the calling user write path? Its directory must exist and be writable, and path
- * must not be a directory. 0 ok, -1 with err naming the path and the fix. */
+/* Can the caller (its effective ids: user_init) save to path? Its directory must exist,
+ * be writable and checked as above; an existing path must be a regular file of the
+ * caller's. 0 ok, -1 with err naming the path and the fix. */
 int sq_save_check(const char *path, char *err, size_t errlen);
 
 int sq_save_export(const struct sq_runtime *rt, const char *container, const char *path,

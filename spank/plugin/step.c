@@ -335,10 +335,11 @@ static void mark_job_names(const struct sq_step *s)
 static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cred *cred)
 {
 	const struct sq_config *cfg = s->cfg;
-	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred };
+	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
+				     NULL };
 	struct sq_image_ref ref;
 	char err[8192];
-	int registry;
+	int registry, rc;
 
 	if (sq_imgref_parse(s->opt->image, &ref, err, sizeof(err)) < 0) {
 		sq_imgref_free(&ref);
@@ -368,9 +369,10 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 		sq_hash_hex(keyed, strlen(keyed), s->image.identity);
 		return 0;
 	}
-	if (sq_image_resolve(s->opt->image, &ienv, &s->image, err, sizeof(err)) < 0)
-		return sq_step_fail(s, err);
-	return 0;
+	rc = sq_image_resolve(s->opt->image, &ienv, &s->image, err, sizeof(err));
+	/* The builder's lines (it may not pull this: built as the user) */
+	sq_step_warn(s, s->image.note);
+	return rc < 0 ? sq_step_fail(s, err) : 0;
 }
 
 /* The importer's `get`, once a file is needed. 0 ok, -1 failed (error kept). */

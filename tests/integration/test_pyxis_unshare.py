@@ -223,6 +223,24 @@ def test_unshare_ipc_gives_a_private_shm_and_mqueue(cluster: Cluster, image: str
     assert f"inside-{name}" not in after[0] and f"inside-{name}" not in after[1], after
 
 
+def test_unshare_ipc_dev_stays_private_against_a_container_root(cluster: Cluster, image: str,
+                                                                node_ipc) -> None:
+    """Issue 30: the node's /dev is detached under the new one, so a container root's
+    `umount -l /dev`, repeated until it fails, finds the image's /dev directory: never the
+    node's /dev/shm nor its devices (tests/unit/test_plugin_ipcdev.py without Slurm)."""
+    name, _ = node_ipc
+    res = srun(cluster, f"--container-image={image} --container-remap-root "
+                        "--container-unshare=ipc",
+               # No 2>/dev/null: with /dev off that is the image's /dev/null, or a file made there.
+               'n=0; while umount -l /dev; do n=$((n+1)); done; '
+               'echo "$n|$(ls -A /dev/shm | tr "\\n" " ")|'
+               '$(test -e /dev/kmsg && echo kmsg)"')
+    n, shm, kmsg = last_line(res).split("|")
+    assert int(n) >= 1, f"the container root could not unmount /dev: {res}"
+    assert name not in shm.split(), f"the node's /dev/shm came back: {shm}"
+    assert kmsg == "", "a node device came back (/dev/kmsg)"
+
+
 def test_unshare_ipc_dev_still_has_what_programs_need(cluster: Cluster, image: str) -> None:
     res = srun(cluster, f"--container-image={image} --container-unshare=ipc",
                "echo x > /dev/null && head -c 4 /dev/urandom | wc -c && head -c 3 /dev/zero | "

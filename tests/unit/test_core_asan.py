@@ -3,11 +3,12 @@ over a hostile corpus and deterministic mutations of it. A memory error, leak or
 behaviour aborts the driver, and so fails this test."""
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from gate import need_tool
 
 CORE = Path(__file__).resolve().parents[2] / "spank" / "core"
 MODULES = ["strbuf", "quote", "imageref", "mounts", "mounts_exist", "env", "config", "options",
@@ -45,18 +46,9 @@ RAW = [b"\xff", b"/d\xffata:/x", b"ubu\xc0\xafntu", b"/\xed\xa0\x80", b"/\xf5\x8
        b"\xe2\x82", b"A=\xff\xfe", bytes(range(1, 256))]
 
 
-def _require(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("SQUALL_ALLOW_SKIP") == "1":
-            pytest.skip(f"{tool} not installed")
-        pytest.fail(f"{tool} not installed (apt-get install gcc; SQUALL_ALLOW_SKIP=1 to skip)")
-    return path
-
-
 @pytest.fixture(scope="module")
 def fuzz_core(tmp_path_factory) -> Path:
-    gcc = _require("gcc")
+    gcc = need_tool("gcc", "gcc")
     out = tmp_path_factory.mktemp("asan") / "fuzz_core"
     cmd = [gcc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
@@ -85,7 +77,7 @@ def test_hostile_corpus_under_sanitizers(fuzz_core, tmp_path):
 
 def test_driver_catches_a_memory_error(fuzz_core, tmp_path):
     """The harness can fail: a one-byte heap overflow in a copy of strbuf.c is caught."""
-    gcc = _require("gcc")
+    gcc = need_tool("gcc", "gcc")
     src = (CORE / "strbuf.c").read_text()
     broken = src.replace("p = malloc(n + 1);", "p = malloc(n);", 1)
     assert broken != src

@@ -158,7 +158,7 @@ def test_a_directory_is_checked_before_use(tmp_path):
     assert fd == -1 and "is a FIFO (named pipe), not a directory" in err, err
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+@pytest.mark.needs_root("chown")
 def test_owner_root_or_the_expected_user(tmp_path):
     d = tmp_path / "cache"
     d.mkdir(mode=0o755)
@@ -173,7 +173,7 @@ def test_owner_root_or_the_expected_user(tmp_path):
     os.close(fd)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+@pytest.mark.needs_root("chown")
 def test_make_gives_the_new_directory_away_through_its_descriptor(tmp_path):
     tmp_path.chmod(0o755)
     fd, err = dir_make(tmp_path, "1000", 1000, 1000)

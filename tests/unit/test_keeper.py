@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mntns import NextContainers, alive, in_own_mntns, ns_id
 
 ROOT = Path(__file__).resolve().parents[2]
 # A daemon in the runtime's session (like squashfuse), then the runtime stops itself.
@@ -43,14 +44,6 @@ def keeper(tmp_path_factory) -> Path:
     return out
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def wait_dead(pids: list[int], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while any(alive(p) for p in pids):
@@ -70,7 +63,7 @@ class Keeper:
     a pidfd of a stand-in slurmstepd on fd 4 (job: [SOCKET, IDLE_S] for a kept one)."""
 
     def __init__(self, keeper: Path, runtime: list[str], stepd: subprocess.Popen | None,
-                 job: list[str] | None = None):
+                 job: list[str] | None = None, umask: int = -1):
         self.plugin_end, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stepd_fd = os.pidfd_open(stepd.pid) if stepd is not None else -1
 
@@ -83,7 +76,7 @@ class Keeper:
         self.proc = subprocess.Popen([str(keeper), *job_args, *runtime], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True, preexec_fn=place_fds,
-                                     pass_fds=[3, 4] if stepd_fd >= 0 else [3])
+                                     pass_fds=[3, 4] if stepd_fd >= 0 else [3], umask=umask)
         keeper_end.close()
         if stepd_fd >= 0:
             os.close(stepd_fd)
@@ -162,7 +155,7 @@ def test_closed_control_socket_ends_the_container(keeper, tmp_path):
         k.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of its own needs root")
+@pytest.mark.needs_root("a mount namespace of its own")
 def test_slurmstepd_gone_ends_the_container_and_the_tasks_in_it(keeper, tmp_path):
     stepd = subprocess.Popen(["sleep", "300"])
     runtime = ["/usr/bin/unshare", "--mount", "--propagation", "private", *FAKE_RUNTIME,
@@ -236,6 +229,23 @@ def test_kept_container_serves_later_steps_and_ends_when_idle(keeper, tmp_path):
         assert k.proc.wait(timeout=15) == 0   # idle for 1 s with no step: ended
         wait_dead([k.runtime, daemon])
         assert not sock.exists()
+    finally:
+        k.close()
+
+
+def test_a_kept_container_s_runtime_has_the_user_s_umask(keeper, tmp_path):
+    """The job's socket is the user's alone (umask 077 for its bind), and only it: the
+    runtime, the container's processes and the extraction keep the user's umask (issue 30:
+    a umask left at 077 made the cache's copy of an image 0600/0700 throughout)."""
+    sock, seen = tmp_path / "kept.sock", tmp_path / "umask"
+    runtime = ["/bin/sh", "-c", 'umask >"$1"; kill -STOP $$; exit 0', "rt", str(seen)]
+    k = Keeper(keeper, runtime, None, [str(sock), "30"], umask=0o022)
+    try:
+        assert k.hear() == "ready"
+        assert seen.read_text().strip() == "0022"
+        assert oct(sock.stat().st_mode & 0o777) == "0o700"
+        k.plugin_end.send(b"stop")
+        assert k.proc.wait(timeout=15) == 0
     finally:
         k.close()
 
@@ -320,7 +330,7 @@ def test_attach_before_ready_is_answered_once_ready(keeper, tmp_path):
         k.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of its own needs root")
+@pytest.mark.needs_root("a mount namespace of its own")
 def test_a_step_gone_without_goodbye_loses_its_layer_not_the_container(keeper, tmp_path):
     sock = tmp_path / "kept.sock"
     k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None, [str(sock), "30"])
@@ -334,8 +344,7 @@ def test_a_step_gone_without_goodbye_loses_its_layer_not_the_container(keeper, t
         while os.readlink(f"/proc/{task.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        st = os.stat(f"/proc/{task.pid}/ns/mnt")
-        step2.send(f"layer {st.st_dev} {st.st_ino}".encode())
+        send_layer(step2, task.pid)
         time.sleep(0.1)
         step2.close()                         # its slurmstepd died: no "bye"
         assert task.wait(timeout=10) == -signal.SIGKILL
@@ -344,3 +353,92 @@ def test_a_step_gone_without_goodbye_loses_its_layer_not_the_container(keeper, t
         k.plugin_end.send(b"stop")
         k.proc.wait(timeout=15)
         k.close()
+
+
+def send_layer(sock: socket.socket, pid: int) -> tuple[int, int]:
+    """"layer DEV INO" with a descriptor of pid's mount namespace, as kept.c says it."""
+    fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        socket.send_fds(sock, [f"layer {st.st_dev} {st.st_ino}".encode()], [fd])
+        return st.st_dev, st.st_ino
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.needs_root("a mount namespace of its own")
+def test_a_layer_s_number_taken_by_the_next_container_is_not_the_layer(keeper, tmp_path):
+    """Issue 30: a step's layer ends (its tasks and its slurmstepd's descriptor gone), the
+    kernel gives the namespace's number to the user's next container, then the keeper sees
+    the step's connection close. It must not kill that container: it holds the layer's
+    namespace itself (the descriptor the step sent), so the number names nothing else."""
+    sock = tmp_path / "kept.sock"
+    k = Keeper(keeper, [*FAKE_RUNTIME, str(tmp_path / "daemon")], None, [str(sock), "30"])
+    nxt = None
+    try:
+        assert k.hear() == "ready"
+        step2, _, _, fds = attach(sock)
+        for fd in fds:
+            os.close(fd)
+        task = in_own_mntns(["unshare", "--mount", "sleep", "300"])   # its layer
+        number = send_layer(step2, task.pid)
+        time.sleep(0.1)
+        task.kill()                           # the layer's last task
+        task.wait()
+        tries = 0
+        while tries < 50:                     # the next container, until it has the number
+            tries += 1
+            nxt = in_own_mntns(["unshare", "--mount", "sleep", "300"])
+            if ns_id(nxt.pid) == number:
+                break
+            nxt.kill()
+            nxt.wait()
+            nxt = None
+        print(f"layer number {number}: " +
+              (f"reused after {tries} tries" if nxt else f"not reused in {tries} tries"))
+        if nxt is None:                       # held by the keeper: a namespace of its own
+            nxt = in_own_mntns(["unshare", "--mount", "sleep", "300"])
+        step2.close()                         # its slurmstepd died: no "bye"
+        time.sleep(0.5)
+        assert nxt.poll() is None, "the keeper killed the user's next container"
+        assert alive(k.runtime) and k.proc.poll() is None
+    finally:
+        if nxt is not None:
+            nxt.kill()
+            nxt.wait()
+        k.plugin_end.send(b"stop")
+        k.proc.wait(timeout=15)
+        k.close()
+
+
+@pytest.mark.needs_root("a mount namespace of its own")
+def test_slurmstepd_gone_the_next_container_survives_the_keeper_s_sweep(keeper, tmp_path):
+    """Issue 30, in the keeper's own teardown: slurmstepd dies, the keeper ends the tasks
+    in the container's namespace and the runtime; the namespace is freed and the next job's
+    containers (made one after another here) take its number while the keeper still
+    sweeps. None of them may be killed."""
+    stepd = subprocess.Popen(["sleep", "300"])
+    runtime = ["/usr/bin/unshare", "--mount", "--propagation", "private", *FAKE_RUNTIME,
+               str(tmp_path / "daemon")]
+    k = Keeper(keeper, runtime, stepd)
+    nxt = None
+    try:
+        assert k.hear() == "ready"
+        number = ns_id(k.runtime)
+        task = subprocess.Popen(["nsenter", "-t", str(k.runtime), "-m", "sleep", "301"])
+        nxt = NextContainers(tmp_path / "made", pause=0.001)
+        time.sleep(0.2)
+        stepd.kill()
+        stepd.wait()
+        # (a keeper that kills each new namespace given the number sweeps for long)
+        assert k.proc.wait(timeout=60) == 0
+        assert task.wait(timeout=10) == -signal.SIGKILL
+        time.sleep(0.1)
+        dead = nxt.killed(number, "during the keeper's sweep")
+        assert not dead, f"the keeper killed the next job's processes {dead}"
+    finally:
+        if nxt is not None:
+            nxt.end()
+        k.close()
+        if stepd.poll() is None:
+            stepd.kill()

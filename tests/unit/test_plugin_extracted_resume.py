@@ -30,6 +30,8 @@ import pytest
 from plugin_probe import build_probe
 from test_plugin_extracted_leftovers import Held
 
+from gate import need_tool
+
 KEY = "0123456789abcdef" * 2
 OLD = 1_600_000_000     # the image's files' mtimes: from here, long before any extraction
 RECENT = 1_700_000_000  # files with an mtime after this were written by an extraction
@@ -40,14 +42,6 @@ def run(*argv: str | Path) -> dict[str, str]:
     res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300,
                          check=True)
     return dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
-
-
-def need(*tools: str) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        if os.environ.get("SQUALL_ALLOW_SKIP") == "1" and os.environ.get("CI") != "true":
-            pytest.skip(f"needs {', '.join(missing)} (Debian squashfs-tools, util-linux)")
-        pytest.fail(f"{', '.join(missing)} missing: apt-get install squashfs-tools util-linux")
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +58,8 @@ def cache(tmp_path) -> Path:
 
 
 def make_image(tmp: Path, nfiles: int, odd: bool = True, newline: bool = False) -> Path:
-    need("mksquashfs", "unsquashfs")
+    need_tool("mksquashfs", "squashfs-tools")
+    need_tool("unsquashfs", "squashfs-tools")
     rnd = random.Random(22)
     src = tmp / "src"
     for d in range(max(1, nfiles // 200)):
@@ -153,12 +148,15 @@ def start_build(cache_probe: Path, cache: Path, image: Path, tool: str = "",
 
 
 def cut_short(cache_probe: Path, cache: Path, image: Path, files: int) -> None:
-    """Start the extraction and kill it once `files` regular files are written."""
+    """Start the extraction and kill it once `files` regular files are complete (their
+    mtime the image's, set once a file is written: counting the files that exist would
+    count some still being written, more of them the busier the host)."""
     proc = start_build(cache_probe, cache, image)
     rootfs = cache / f"{KEY}.part" / "rootfs"
     deadline = time.monotonic() + 60
     try:
-        while sum(1 for p in rootfs.rglob("f*") if p.is_file()) < files:
+        while sum(1 for p in rootfs.rglob("f*")
+                  if p.is_file() and p.lstat().st_mtime < RECENT) < files:
             assert proc.poll() is None, "the extraction ended before it was cut short"
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -174,7 +172,7 @@ def test_an_extraction_cut_short_is_resumed_not_started_over(cache_probe, cache,
     assert part.is_dir() and not (cache / KEY).exists()
     written = {n: i for n, i in inodes(part).items()
                if (part / n).lstat().st_mtime < RECENT}
-    assert len(written) >= 150
+    assert len(written) >= 300
     assert run(cache_probe, "build", cache, KEY, image, shutil.which("unsquashfs") or "",
                1 << 40) == {"rc": "0"}
     tree = cache / KEY / "rootfs"
@@ -275,6 +273,8 @@ def test_a_partial_tree_counts_and_is_evicted_like_a_complete_one(cache_probe, c
 BUSY = """#!{python}
 import os, sys, time
 args = sys.argv[1:]
+if "-d" not in args:
+    sys.exit(0)   # the listing: none
 dest = args[args.index("-d") + 1]
 end = time.process_time() + {cpu}
 while time.process_time() < end:
@@ -316,7 +316,7 @@ def test_the_extractor_is_stopped_while_work_runs_beside_it(cache_probe, cache, 
 
 
 def test_what_it_wrote_leaves_the_page_cache(cache_probe, cache, tmp_path):
-    need("fincore")
+    need_tool("fincore", "util-linux")
     image = make_image(tmp_path, 400, odd=False)
     assert run(cache_probe, "build", cache, KEY, image, shutil.which("unsquashfs") or "",
                1 << 40) == {"rc": "0"}
