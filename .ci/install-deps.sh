@@ -16,7 +16,7 @@ fi
 # squall must be importable from this checkout (an editable install of another clone
 # would test that clone's code); make test measures coverage with coverage.py >= 7.10
 # (patch = subprocess in pyproject.toml).
-if ! python3 -c 'import os, sys, squall._core, pytest, docker, ruff, mypy, build, hypothesis
+if ! python3 -c 'import os, sys, squall._core, pytest, docker, ruff, mypy, build, hypothesis, lizard
 import coverage
 sys.exit(not squall._core.__file__.startswith(os.getcwd() + "/")
          or coverage.version_info < (7, 10))' 2>/dev/null; then

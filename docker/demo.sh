@@ -23,14 +23,23 @@ docker exec "$name-login" sinfo
 
 say "2/6 sqshbuild: a local Docker image -> /fsx/images/demo.sqsh (cached by digest on /fsx)"
 docker build -q -f docker/demo-image.Dockerfile --build-arg "RELEASE=$release" -t "$name-demo:$release" . >/dev/null
-install -d -o 1000 -g 1000 "$fsx/images" "$fsx/demo"
-sqshbuild build --cache-dir "$fsx/squall/images" -o "$fsx/images/demo.sqsh" "dockerd://$name-demo:$release"
+# The image is root's, in a directory of root's that everyone reads: a second `make demo`
+# replaces it (root's sqshbuild replaces only a file of its own, in a directory no one
+# else can write: docs/security.md). A checkout demoed before this kept both as uid 1000's.
+install -d -o 1000 -g 1000 "$fsx/demo"
+install -d -o 0 -g 0 -m 0755 "$fsx/images"
+rm -f "$fsx/images/demo.sqsh" "$fsx/images/demo.json"
+# Built here, on the host, as root: not in the cluster's /fsx/squall/images, which is the
+# image builder's (a uid that names no builder here, so root's sqshbuild refuses it:
+# docs/security.md), but in a cache of root's on /fsx.
+install -d -m 0755 "$fsx/.demo-cache"
+sqshbuild build --cache-dir "$fsx/.demo-cache" -o "$fsx/images/demo.sqsh" "dockerd://$name-demo:$release"
 sqshbuild inspect "$fsx/images/demo.sqsh"
 
 say "3/6 mksbatch: the recipe -> an sbatch script (gang allocation with a hot spare, failover, resume)"
 rm -rf "$fsx/demo/ckpt" "$fsx/demo/logs" "$fsx/demo/final.json" "$fsx/demo/steps.log"
 cp sbatch/demo/demo.yaml sbatch/demo/allreduce.py "$fsx/demo/"
-chown -R 1000:1000 "$fsx/demo" "$fsx/images"
+chown -R 1000:1000 "$fsx/demo"
 login "mksbatch /fsx/demo/demo.yaml -o /fsx/demo/job.sbatch && grep '^#SBATCH' /fsx/demo/job.sbatch"
 
 say "4/6 submit: two nodes, every task in a container started from the .sqsh"
@@ -92,11 +101,32 @@ print(f"seconds from the kill to every rank training again: {float(sys.argv[3]):
       f"steps lost (done again after the kill): {lost}; Slurm requeues: {sys.argv[4]}")
 sys.exit(0 if ok and sys.argv[4] == "0" else 1)
 PY
+# Boot it again as an admin does after a dead node: mark it DOWN, then start it; it
+# rejoins by itself (ReturnToService=2). The job ended before Slurm noticed the death,
+# and Slurm did not always set the node DOWN after that: CI saw it completing the dead
+# part of the job (mixed*) for over 90 s, then not idle 240 s after its boot.
+state=$(docker exec "$name-login" sinfo -h -n "$victim" -o %T 2>/dev/null || true)
+if [ "${state%\*}" != down ]; then
+  docker exec "$name-login" scontrol update nodename="$victim" state=down \
+    reason="squall demo: node killed" >/dev/null
+  echo "marked $victim DOWN (Slurm had it ${state:-unknown}), as an admin does for a dead node"
+fi
 docker start "$name-$victim" >/dev/null
 echo "restarted $victim; it rejoins the cluster by itself (ReturnToService=2)"
-deadline=$((SECONDS + 90))
+# Up to 10 minutes: once it stayed MIXED (answering, not idle, no job listed on it) for
+# about 4 minutes after its boot, and on CI over 240 s (cause not found yet): past 4
+# minutes, what Slurm and the node say is shown.
+back_at=$SECONDS shown=""
 until docker exec "$name-login" sinfo -h -n "$victim" -o %t 2>/dev/null | grep -qx idle; do
-  [ $SECONDS -lt $deadline ] || fail "$victim did not come back idle within 90 s"
+  if [ -z "$shown" ] && [ $((SECONDS - back_at)) -ge 240 ]; then
+    shown=1
+    echo "$victim not idle 240 s after its boot; what Slurm and its slurmd say:"
+    docker exec "$name-login" scontrol show node "$victim" | grep -E 'State|CPUAlloc|Reason' || true
+    docker exec "$name-login" squeue -t all -w "$victim" || true
+    docker exec "$name-$victim" tail -n 20 /var/log/slurm/slurmd.log || true
+  fi
+  [ $((SECONDS - back_at)) -lt 600 ] ||
+    fail "$victim did not come back idle within 600 s: $(docker exec "$name-login" sinfo -h -n "$victim" -o '%T %E' 2>&1)"
   sleep 1
 done
-echo "$victim is idle again: the cluster is whole for the next user (make test)"
+echo "$victim is idle again $((SECONDS - back_at)) s after its boot: the cluster is whole for the next user (make test)"

@@ -28,11 +28,13 @@ esac
 # user owns above a per-user cache would let that user swap it (docs/security.md).
 install -d -o root -g root -m 0755 /fsx/home
 install -d -o squall -g squall /fsx/home/squall /fsx/images
-install -d -o alice -g alice /fsx/home/alice
-# The shared image cache as a site's admin makes it: root's, any user may write, sticky,
-# below directories only root may change (sqshbuild checks every one: docs/security.md).
+for u in alice bob carol; do install -d -o "$u" -g "$u" "/fsx/home/$u"; done
+# The shared image cache as the packages' model has it (docs/security.md): written by the
+# image builder alone (the account python3-squall made, the same uid on every node since
+# every node runs this image), read by everyone, below directories only root may change.
+# No 1777: users never write it (their own builds go to ~/.cache/squall/images).
 install -d -o root -g root -m 0755 /fsx/squall
-install -d -o root -g root -m 1777 /fsx/squall/images
+install -d -o squall-builder -g squall-builder -m 0755 /fsx/squall/images
 install -d -o munge -g munge -m 0755 /run/munge
 install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
 install -d -m 0755 /run/squall
@@ -47,7 +49,7 @@ mountpoint -q /var/lib/squall || mount --bind "/fsx/.node-local/$(hostname)" /va
 install -d -m 0755 /var/lib/enroot
 mountpoint -q /var/lib/enroot ||
   mount -t tmpfs -o mode=0755,nosuid,nodev,size=4g squall-enroot-data /var/lib/enroot
-for u in squall alice; do
+for u in squall alice bob carol; do
   id "$u" >/dev/null 2>&1 && install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")"
 done
 if [ -d /etc/enroot ] && ! grep -q '^ENROOT_DATA_PATH' /etc/enroot/enroot.conf 2>/dev/null; then
@@ -64,6 +66,14 @@ if [ -f /etc/slurm/plugstack.conf ]; then
   fi
 fi
 
+# bob's Enroot credentials for the private registry (and nobody else's), written by bob
+# himself (root writes nothing inside a user's home), 0600 as Enroot wants them.
+if [ "$role" = login ]; then
+  { printf 'machine login:5001 login bob password '; cat /etc/squall/registry-private.password; } |
+    runuser -u bob -- sh -c 'umask 077 && d=/fsx/home/bob/.config/enroot && mkdir -p "$d" &&
+      cat >"$d/.credentials.new" && mv -f "$d/.credentials.new" "$d/.credentials"'
+fi
+
 runuser -u munge -- /usr/sbin/munged
 pids=()
 case "$role" in
@@ -72,6 +82,10 @@ case "$role" in
     pids+=($!)
     # A registry on the login node, standing in for the site's registry (tests seed it).
     /usr/bin/docker-registry serve /etc/squall/registry.yml >/var/log/registry.log 2>&1 &
+    pids+=($!)
+    # A second one that requires credentials (htpasswd, user bob), for private images.
+    /usr/bin/docker-registry serve /etc/squall/registry-private.yml \
+      >/var/log/registry-private.log 2>&1 &
     pids+=($!)
     ;;
   compute)

@@ -4,18 +4,28 @@ ARG RELEASE=trixie
 ARG BASE=squall-base:${RELEASE}
 FROM ${BASE}
 
-# The test users, same uids on every node, homes on the shared /fsx: squall, and alice, a
-# second user of the same image cache (docs/sqshbuild.md, "Permissions").
-RUN groupadd -g 1000 squall \
- && useradd -u 1000 -g 1000 -d /fsx/home/squall -M -s /bin/bash squall \
- && groupadd -g 1001 alice \
- && useradd -u 1001 -g 1001 -d /fsx/home/alice -M -s /bin/bash alice \
+# The test users, same uids on every node, homes on the shared /fsx: squall, and alice, bob
+# and carol, other users of the same image cache (alice plays the attacker; bob alone has
+# credentials for the private registry, login:5001; docs/cluster.md).
+RUN for u in squall:1000 alice:1001 bob:1002 carol:1003; do \
+      groupadd -g "${u#*:}" "${u%:*}" \
+      && useradd -u "${u#*:}" -g "${u#*:}" -d "/fsx/home/${u%:*}" -M -s /bin/bash "${u%:*}" \
+      || exit 1; \
+    done \
  && dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none \
  && chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
 
 COPY docker/node-init.sh /usr/local/sbin/squall-node-init
-COPY docker/registry.yml /etc/squall/registry.yml
+COPY docker/registry.yml docker/registry-private.yml /etc/squall/
 COPY docker/registries.conf /etc/containers/registries.conf
+# The private registry's one account, bob, with a password made for this image (test
+# cluster only): root's copy for the tests' pushes, the bcrypt line for the registry;
+# node-init gives bob his Enroot credentials from it.
+COPY docker/registry-htpasswd.py /tmp/registry-htpasswd.py
+RUN umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >/etc/squall/registry-private.password \
+ && python3 /tmp/registry-htpasswd.py bob </etc/squall/registry-private.password \
+      >/etc/squall/registry-private.htpasswd \
+ && rm /tmp/registry-htpasswd.py
 COPY docker/slurm/ /etc/slurm/
 
 # Optional: real Enroot packages supplied by the user (docker/enroot-debs/*.deb) replace
@@ -31,6 +41,8 @@ COPY . /opt/squall/src
 WORKDIR /opt/squall/src
 RUN bash packaging/build-debs.sh /opt/squall/debs \
  && dpkg -i /opt/squall/debs/squall-slurm-plugin_*.deb /opt/squall/debs/python3-squall_*.deb \
+ && test "$(stat -c '%U %G %a' /var/lib/squall-builder)" = "squall-builder squall-builder 700" \
+ && test "$(getent passwd squall-builder | cut -d: -f7)" = /usr/sbin/nologin \
  && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf \
  && bash tests/enroot_test_runtime/install.sh \
  && rm -f /opt/squall/debs/*-dbgsym_*.deb && rm -rf /opt/squall/src

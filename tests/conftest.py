@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gate import need_root
+
 ROOT = Path(__file__).resolve().parents[1]
 # python/: the sources (PYTHONPATH=python or the editable install); build/asan/: the copy
 # `make asan` builds beside its sanitized core and puts first on PYTHONPATH.
@@ -32,3 +34,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"squall is imported from {squall.__file__}, not from this checkout ({ROOT}): "
             f"run with PYTHONPATH={ROOT / 'python'} or run `bash .ci/install-deps.sh`")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """@pytest.mark.needs_root("why") goes through the one gate (tests/gate.py): not root is a
+    failure, a skip only with SQUALL_ALLOW_SKIP=1 outside CI. Before the test's fixtures."""
+    for mark in item.iter_markers("needs_root"):
+        need_root(*mark.args)

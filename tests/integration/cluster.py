@@ -139,6 +139,17 @@ class Cluster:
     def start_node(self, node: str) -> None:
         self.container(node).start()
 
+    def bring_back(self, node: str) -> None:
+        """Boot a killed node again the way an admin does after a dead node: mark it DOWN
+        first, then start it; it rejoins by itself (ReturnToService=2). A node whose job
+        ended before Slurm noticed the death was not always set DOWN after that: CI saw
+        one completing the dead part (MIXED*) for over 90 s, then not idle 240 s after
+        its boot."""
+        if self.node_state(node).rstrip("*") != "DOWN":
+            self.run(f"scontrol update nodename={node} state=down "
+                     "reason='killed by a test'", user="root", check=False, timeout=15)
+        self.start_node(node)
+
     # -- Slurm state --------------------------------------------------------------
     def node_state(self, node: str) -> str:
         res = self.run(f"sinfo -h -n {node} -o %T", user="root", check=False, timeout=15)

@@ -12,6 +12,7 @@ fixture (import it into the test module).
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 
 import pytest
@@ -43,7 +44,7 @@ ln -s usr/bin "$root/sbin"
 bins=()
 for b in sh dash bash cat readlink env pwd touch sleep id ls mkdir true false stat echo \
          head tail hostname printenv tr wc sort grep rm cp mv ln basename dirname kill ps \
-         sed awk uname date mount; do
+         sed awk uname date mount umount; do
     p=$(type -P "$b" || true)
     if [ -n "$p" ]; then cp -L "$p" "$root/usr/bin/$b"; bins+=("$p"); fi
 done
@@ -65,6 +66,8 @@ getent passwd root squall >"$root/etc/passwd"
 getent group root squall >"$root/etc/group"
 printf '%s\n' "$@" >"$root/etc/environment"
 echo "$os_id" >"$root/etc/squall-image-id"
+# Which script made it: an image made by an older one is made again (build_image).
+echo "${SQUALL_MKIMAGE:-}" >"$root/etc/squall-mkimage"
 # Like the /etc/rc and entrypoint that `enroot import` writes for an image with
 # WORKDIR /work and an ENTRYPOINT: the entrypoint marks the environment, then execs.
 cat >"$root/etc/rc" <<'RC'
@@ -97,17 +100,23 @@ mv -f "$out.tmp.$$" "$out"
 
 def build_image(cluster: Cluster, path: str, os_id: str, extra_mb: int = 0,
                 env: dict[str, str] | None = None, node: str = "login",
-                rebuild: bool = False) -> str:
-    """Build (or reuse) a squashfs image at ``path`` (under /fsx) whose os-release ID is os_id."""
-    cluster.put(SCRIPT, MKIMAGE, mode=0o755)
+                rebuild: bool = False, script: tuple[str, str] = (SCRIPT, MKIMAGE)) -> str:
+    """Build (or reuse) a squashfs image at ``path`` (under /fsx) whose os-release ID is
+    os_id, made by ``script`` (its path on /fsx, its text): one an older script made is
+    made again."""
+    where, text = script
+    cluster.put(where, text, mode=0o755)
     lines = " ".join(shlex.quote(f"{k}={v}") for k, v in (env or {}).items())
+    made_by = hashlib.sha256(text.encode()).hexdigest()[:16]
     if not rebuild:
         have = cluster.run(f"grep -qx {shlex.quote(os_id)} <(unsquashfs -cat {path} "
-                           f"etc/squall-image-id 2>/dev/null)", node=node, user="root",
-                           check=False, timeout=60)
+                           f"etc/squall-image-id 2>/dev/null) && grep -qx {made_by} "
+                           f"<(unsquashfs -cat {path} etc/squall-mkimage 2>/dev/null)",
+                           node=node, user="root", check=False, timeout=60)
         if have.rc == 0:
             return path
-    cluster.run(f"bash {SCRIPT} {shlex.quote(path)} {shlex.quote(os_id)} {int(extra_mb)} {lines}",
+    cluster.run(f"SQUALL_MKIMAGE={made_by} bash {where} {shlex.quote(path)} "
+                f"{shlex.quote(os_id)} {int(extra_mb)} {lines}",
                 node=node, user="root", timeout=900)
     return path
 

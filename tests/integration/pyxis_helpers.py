@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 from .cluster import Cluster, Result
-from .images import IMAGE_DIR, MKIMAGE, SCRIPT
+from .images import IMAGE_DIR, MKIMAGE, SCRIPT, build_image
 
 NODE = "node1"
 HOME = "/fsx/home/squall"
@@ -90,8 +90,8 @@ def build_plain_image(cluster: Cluster, path: str, os_id: str,
                       env: dict[str, str] | None = None) -> str:
     script = (MKIMAGE
               .replace('mkdir -p -m 1777 "$root/var/spool/slurmd"\n', "")
-              .replace('         sed awk uname date mount; do',
-                       f'         sed awk uname date mount {PLAIN_EXTRA_BINS}; do')
+              .replace('         sed awk uname date mount umount; do',
+                       f'         sed awk uname date mount umount {PLAIN_EXTRA_BINS}; do')
               .replace('getent passwd root squall >', 'getent passwd root >')
               .replace('getent group root squall >', 'getent group root >')
               .replace('echo "$os_id" >"$root/etc/squall-image-id"',
@@ -100,13 +100,7 @@ def build_plain_image(cluster: Cluster, path: str, os_id: str,
                        'mkdir -p "$root/etc/apt/apt.conf.d"'))
     assert "debian_version" in script and PLAIN_EXTRA_BINS in script
     plain = SCRIPT.replace("mkimage.sh", "mkimage-plain.sh")
-    cluster.put(plain, script, mode=0o755)
-    lines = " ".join(shlex.quote(f"{k}={v}") for k, v in (env or {}).items())
-    have = cluster.run(f"grep -qx {shlex.quote(os_id)} <(unsquashfs -cat {path} "
-                       "etc/squall-image-id 2>/dev/null)", user="root", check=False, timeout=60)
-    if have.rc != 0:
-        cluster.run(f"bash {plain} {shlex.quote(path)} {shlex.quote(os_id)} 0 {lines}",
-                    user="root", timeout=900)
+    build_image(cluster, path, os_id, env=env, script=(plain, script))
     return path
 
 

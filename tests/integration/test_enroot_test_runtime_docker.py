@@ -11,6 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
+from gate import missing
+
 UNIT = Path(__file__).resolve().parents[1] / "unit"
 if str(UNIT) not in sys.path:
     sys.path.insert(0, str(UNIT))
@@ -19,16 +21,17 @@ import test_enroot_test_runtime as rt  # noqa: E402
 # The runtime tests' fixtures, registered in this module by name (over the cluster's image).
 prerequisites, base_tree, env, image = rt.prerequisites, rt.base_tree, rt.env, rt.image
 RUNTIME_DIR, enroot, one_line_error = rt.RUNTIME_DIR, rt.enroot, rt.one_line_error
-container_env, _missing = rt.container_env, rt._missing
+container_env = rt.container_env
+NO_DOCKER = "run the integration tier where Docker Engine runs, as CI does"
 
 
 def test_import_from_the_docker_daemon_through_sqshbuild(env, base_tree, tmp_path):
     """dockerd:// goes through the real sqshbuild; the image is a tiny `docker import`."""
     if shutil.which("docker") is None or subprocess.run(
             ["docker", "info"], capture_output=True).returncode != 0:
-        _missing("docker is not available for the import test")
+        missing("docker is not available for the import test", NO_DOCKER)
     if shutil.which("sqshbuild") is None:
-        _missing("sqshbuild is not installed (pip install -e .)")
+        missing("sqshbuild is not installed", "pip install -e . (or bash .ci/install-deps.sh)")
     tag = f"squall-rt-test-img:{uuid.uuid4().hex[:8]}"
     tar = subprocess.run(["tar", "-C", str(base_tree), "-c", "."], capture_output=True,
                          check=True).stdout
@@ -120,7 +123,7 @@ done | sort -n | sed -n '4s/^/MEDIAN_MS=/p'
 def test_unprivileged_user_in_docker(image):
     if shutil.which("docker") is None or subprocess.run(
             ["docker", "info"], capture_output=True).returncode != 0:
-        _missing("docker is not available for the unprivileged-user test")
+        missing("docker is not available for the unprivileged-user test", NO_DOCKER)
     name = f"squall-rt-test-{uuid.uuid4().hex[:8]}"
     cmd = ["docker", "run", "--rm", "--name", name,
            "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",

@@ -4,23 +4,14 @@ prepared sysfs and /opt trees standing in for an EFA node), and shellcheck."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from fake_efa_tree import make_image, make_node
+from gate import need_tool
 
 ENROOT_DIR = Path(__file__).resolve().parents[2] / "enroot"
 HOOK = ENROOT_DIR / "hooks.d" / "90-squall-efa.sh"
-
-
-def _need(tool):
-    if shutil.which(tool) is None:
-        if os.environ.get("SQUALL_ALLOW_SKIP") == "1":
-            pytest.skip(f"{tool} not installed")
-        pytest.fail(f"{tool} is not installed: apt install {tool}")
 
 
 def run(node, rootfs, environ_text="", **extra):
@@ -39,7 +30,7 @@ IMAGE_ENV = "PATH=/usr/bin:/bin\nLD_LIBRARY_PATH=/usr/local/cuda/lib64\n"
 
 
 def test_shellcheck_clean():
-    _need("shellcheck")
+    need_tool("shellcheck", "shellcheck")
     proc = subprocess.run(["shellcheck", str(HOOK)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
 

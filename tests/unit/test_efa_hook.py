@@ -5,30 +5,23 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from fake_efa_tree import make_image, make_node
+from gate import need_tool
 from squall._core import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "spank" / "core"
 
 
-def _need(tool: str) -> None:
-    if shutil.which(tool) is None:
-        if os.environ.get("SQUALL_ALLOW_SKIP") == "1":
-            pytest.skip(f"{tool} not installed")
-        pytest.fail(f"{tool} is needed to build squall-efa-hook")
-
-
 @pytest.fixture(scope="module")
 def hook(tmp_path_factory) -> Path:
     """The hook built from the sources, as spank/Makefile builds it (core objects linked)."""
-    _need("gcc")
+    need_tool("gcc", "gcc")
     out = tmp_path_factory.mktemp("hook") / "squall-efa-hook"
     # make asan sets SQUALL_TEST_CFLAGS: the hook is built with the sanitizers too
     cmd = ["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", f"-I{CORE}",

@@ -17,28 +17,25 @@ from pathlib import Path
 
 import pytest
 
+from gate import need_root, need_tool
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_DIR = ROOT / "tests" / "enroot_test_runtime"
 ENROOT = RUNTIME_DIR / "bin" / "enroot"
-TOOLS = ("mksquashfs", "unsquashfs", "squashfuse", "fuse-overlayfs", "unshare", "setpriv", "perl")
 IMAGE_BINARIES = ("sh", "cat", "echo", "env", "ls", "grep", "id", "touch", "mkdir", "sleep", "true",
                   "stat")
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("SQUALL_ALLOW_SKIP") == "1" and os.environ.get("CI") != "true":
-        pytest.skip(what)
-    pytest.fail(f"{what} (set SQUALL_ALLOW_SKIP=1 to skip outside CI)")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def prerequisites() -> None:
-    for tool in TOOLS:
-        if shutil.which(tool) is None:
-            _missing(f"{tool} is not installed: apt install squashfs-tools squashfuse"
-                     " fuse-overlayfs util-linux")
-    if os.geteuid() != 0:
-        _missing("these tests run as root on the host (the unprivileged case runs in docker)")
+    for tool in ("mksquashfs", "unsquashfs"):
+        need_tool(tool, "squashfs-tools")
+    need_tool("squashfuse", "squashfuse")
+    need_tool("fuse-overlayfs", "fuse-overlayfs")
+    need_tool("unshare", "util-linux")
+    need_tool("setpriv", "util-linux")
+    need_tool("perl", "perl-base")
+    need_root("these tests run as root on the host (the unprivileged case runs in docker)")
 
 
 def _copy_with_libs(binary: str, root: Path) -> None:
