@@ -90,9 +90,11 @@ def peer_lost_file(directory: Path, attempt: int) -> Path:
 
 
 def warm_argv(spares: Sequence[str], container_args: Sequence[str]) -> list[str]:
-    """A container step on the spares that does nothing: ``true``, not ``sh -c :``, whose
-    ``:`` srun reads as its separator of heterogeneous job components, leaving the second
+    """A container step on the spares that does nothing: the shell's ``exit 0``. Not
+    ``true``, a program that a small image may lack (the demo's has none: "execve(): true:
+    No such file or directory" in every failover log), and not ``sh -c :``, whose ``:``
+    srun reads as its separator of heterogeneous job components, leaving the second
     without a command ("srun: fatal: No command given to execute.")."""
     return ["srun", "--overlap", "--job-name=squall-warm-spares", f"--nodes={len(spares)}",
             f"--ntasks={len(spares)}", "--ntasks-per-node=1", f"--nodelist={','.join(spares)}",
-            "--quiet", *container_args, "true"]
+            "--quiet", *container_args, "sh", "-c", "exit 0"]
