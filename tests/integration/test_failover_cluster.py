@@ -138,8 +138,12 @@ def run_with_failure(cluster: Cluster, site: Site, tmp_path: Path, steps: int,  
     log = job_log(site, job_id)
     assert (site.host / "final.json").read_text() == reference_final(tmp_path, steps), log
     nothing_left(cluster, [*active, *spares])
+    # Whole again for the next test. A victim that Slurm took out of the job shortly
+    # before the job ended can come back MIXED with no job on it: Slurm still counts the
+    # ended job's CPUs there until its queued kill reaches the booted node (CI: 121 s and
+    # more, the demo 208 s), so the bound is longer than that.
     for v in victims:
-        cluster.wait_node_state(v, {"IDLE", "DRAIN", "IDLE+DRAIN", "DRAINED"}, timeout=120)
+        cluster.wait_node_state(v, {"IDLE", "DRAIN", "IDLE+DRAIN", "DRAINED"}, timeout=360)
     return log, back, steps_log(site)
 
 
@@ -155,6 +159,7 @@ def test_a_killed_node_is_replaced_by_the_spare(cluster: Cluster, site: Site,  #
     assert re.search(r"node node\d lost: reported by the step; no heartbeat for \d\.\d s",
                      log), log
     assert "No command given" not in log, log
+    assert "execve()" not in log, log  # the spares' warm-up runs in any image
 
 
 def test_rank_0_node_killed(cluster: Cluster, site: Site, tmp_path: Path) -> None:  # noqa: F811

@@ -242,7 +242,12 @@ def test_time_limit_signal_checkpoints_requeues_and_finishes(
     assert "signal 15" not in log, log  # rank 0 was never cut short by the step kill
     assert (site.host / "final.json").read_text() == reference_final(tmp_path, steps), log
     runs = executed_steps(site)
-    assert sorted(runs) == list(range(restarts + 1)), runs
+    ran = sorted(runs)
+    if ran != list(range(restarts + 1)):
+        # A run whose warning came after its last step checkpointed all of them: the run
+        # after it resumed at the end with nothing left to do (seen on a loaded CI).
+        assert ran == list(range(restarts)), runs
+        assert f"restart {restarts}, starting at step {steps}" in log, log
     # A signal-time checkpoint is taken at the step reached: nothing is repeated at all.
     done = [s for r in sorted(runs) for s in runs[r]]
     assert done == list(range(steps)), runs
