@@ -204,50 +204,11 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         sec = top.section("requeue", REQUEUE_FIELDS)
         max_restarts = sec.get("max_restarts", number, 3)
 
-    default_forward = "TERM" if launcher in TORCHRUN_LIKE else "USR1"
-    signal, forward, lead = "USR1", default_forward, 120
-    if top.has("signal"):
-        sec = top.section("signal", SIGNAL_FIELDS)
-        signal = sec.get("name", lambda n, f: r.choice(n, f, BATCH_SIGNALS), signal)
-        forward = sec.get("forward", lambda n, f: r.choice(n, f, FORWARD_SIGNALS), forward)
-        lead = sec.get("lead_seconds", number, lead)
-
-    port_base = 29500
-    if top.has("torchrun"):
-        if launcher not in TORCHRUN_LIKE:
-            raise r.err(top.key_of("torchrun"), "torchrun", f"only applies to launcher: "
-                        f"torchrun or ft_launcher (launcher is {launcher}): remove this "
-                        "section")
-        sec = top.section("torchrun", TORCHRUN_FIELDS)
-        port_base = sec.get("port_base", number, port_base)
-
+    signal, forward, lead = _read_signal(top, r, launcher)
+    port_base = _read_port_base(top, r, launcher)
     spares = top.get("spares", number, 0)
-    failover = Failover() if spares else None
-    if top.has("failover"):
-        sec = top.section("failover", FAILOVER_FIELDS)
-        failover = Failover(
-            detect_seconds=sec.get("detect_seconds", number, 10),
-            hang_seconds=sec.get("hang_seconds", number, 0),
-            max_restarts=sec.get("max_restarts", number, 3),
-            elastic=sec.get("elastic", r.boolean, False),
-            min_nodes=sec.get("min_nodes", number, 1))
-        if failover.elastic and launcher not in TORCHRUN_LIKE:
-            raise r.err(sec.node_of("elastic"), "failover.elastic", "going on with fewer "
-                        "nodes needs a launcher whose ranks meet again by rendezvous "
-                        f"(torchrun or ft_launcher; launcher is {launcher}): remove it or "
-                        "use launcher: torchrun")
-        if sec.has("min_nodes") and not failover.elastic:
-            raise r.err(sec.node_of("min_nodes"), "failover.min_nodes", "only applies with "
-                        "failover.elastic: true: add it or remove min_nodes")
-        if failover.min_nodes > nodes:
-            raise r.err(sec.node_of("min_nodes"), "failover.min_nodes",
-                        f"{failover.min_nodes} is more than nodes ({nodes}): give at most "
-                        f"{nodes}")
-        if failover.hang_seconds and failover.hang_seconds < failover.detect_seconds:
-            raise r.err(sec.node_of("hang_seconds"), "failover.hang_seconds",
-                        f"{failover.hang_seconds} is shorter than failover.detect_seconds "
-                        f"({failover.detect_seconds}): give it at least the time of a few "
-                        "steps, or 0 not to watch progress")
+    failover = _read_failover(top, r, launcher, nodes) if top.has("failover") else (
+        Failover() if spares else None)
 
     mpi = top.optional("mpi", lambda n, f: r.choice(n, f, SRUN_MPI))
     if mpi is not None and launcher != "srun":
@@ -275,6 +236,61 @@ def parse_recipe(text: str, path: str = "<recipe>", sha256: str | None = None,
         overrides=changes, text=text,
         lineless=lineless,
     )
+
+
+def _read_signal(top: Section, r: Reader, launcher: str) -> tuple[str, str, int]:
+    """signal: (the batch signal, the one forwarded to the program, its lead seconds)."""
+    default_forward = "TERM" if launcher in TORCHRUN_LIKE else "USR1"
+    signal, forward, lead = "USR1", default_forward, 120
+    if top.has("signal"):
+        sec = top.section("signal", SIGNAL_FIELDS)
+        signal = sec.get("name", lambda n, f: r.choice(n, f, BATCH_SIGNALS), signal)
+        forward = sec.get("forward", lambda n, f: r.choice(n, f, FORWARD_SIGNALS), forward)
+        lead = sec.get("lead_seconds", _number(r), lead)
+    return signal, forward, lead
+
+
+def _read_port_base(top: Section, r: Reader, launcher: str) -> int:
+    """torchrun.port_base, for the torchrun-like launchers only."""
+    port_base = 29500
+    if top.has("torchrun"):
+        if launcher not in TORCHRUN_LIKE:
+            raise r.err(top.key_of("torchrun"), "torchrun", f"only applies to launcher: "
+                        f"torchrun or ft_launcher (launcher is {launcher}): remove this "
+                        "section")
+        sec = top.section("torchrun", TORCHRUN_FIELDS)
+        port_base = sec.get("port_base", _number(r), port_base)
+    return port_base
+
+
+def _read_failover(top: Section, r: Reader, launcher: str, nodes: int) -> Failover:
+    """The failover: section, checked against the launcher and the node count."""
+    number = _number(r)
+    sec = top.section("failover", FAILOVER_FIELDS)
+    failover = Failover(
+        detect_seconds=sec.get("detect_seconds", number, 10),
+        hang_seconds=sec.get("hang_seconds", number, 0),
+        max_restarts=sec.get("max_restarts", number, 3),
+        elastic=sec.get("elastic", r.boolean, False),
+        min_nodes=sec.get("min_nodes", number, 1))
+    if failover.elastic and launcher not in TORCHRUN_LIKE:
+        raise r.err(sec.node_of("elastic"), "failover.elastic", "going on with fewer "
+                    "nodes needs a launcher whose ranks meet again by rendezvous "
+                    f"(torchrun or ft_launcher; launcher is {launcher}): remove it or "
+                    "use launcher: torchrun")
+    if sec.has("min_nodes") and not failover.elastic:
+        raise r.err(sec.node_of("min_nodes"), "failover.min_nodes", "only applies with "
+                    "failover.elastic: true: add it or remove min_nodes")
+    if failover.min_nodes > nodes:
+        raise r.err(sec.node_of("min_nodes"), "failover.min_nodes",
+                    f"{failover.min_nodes} is more than nodes ({nodes}): give at most "
+                    f"{nodes}")
+    if failover.hang_seconds and failover.hang_seconds < failover.detect_seconds:
+        raise r.err(sec.node_of("hang_seconds"), "failover.hang_seconds",
+                    f"{failover.hang_seconds} is shorter than failover.detect_seconds "
+                    f"({failover.detect_seconds}): give it at least the time of a few "
+                    "steps, or 0 not to watch progress")
+    return failover
 
 
 def recipe_dict(recipe: Recipe) -> dict[str, Any]:
