@@ -293,56 +293,76 @@ class LayerCache:
         bound = blob_bound(desc.digest, desc.size, client.name)
         tar.compressed = desc.size
         if not (tar.started and _size(partial) == tar.have):
-            tar.start()
-            # A killed download of this user's: hashed and inflated again, then resumed.
-            # Another's was never left here (:meth:`_taken`) but root's may take a trusted
-            # owner's over: its bytes are only read, and checked by the digest.
-            fd = safefs.open_own(partial, os.O_RDONLY) if safefs.lstat(partial) else None
-            if fd is None and safefs.lstat(partial) is not None:
-                partial.unlink()
-            if fd is not None:
-                with os.fdopen(fd, "rb") as f:
-                    while chunk := f.read(CHUNK):
-                        tar.feed(chunk)
-                if tar.have > bound:
-                    raise _longer(desc, client.name, bound)
+            self._replay_partial(desc, client.name, partial, tar, bound)
         resp = None
         if not (desc.size and tar.have == desc.size):
-            resp = client.open_blob(desc.digest, tar.have)
-            if resp.status_code == 416 or (tar.have and resp.status_code == 200):
-                # the registry cannot resume: start over
-                resp.close()
-                safefs.unlink_own(partial)
-                tar.reset()
-                raise _Retry("the registry refused to resume")
-            length = resp.headers.get("Content-Length", "")
-            if length.isdigit() and tar.have + int(length) > bound:
-                resp.close()
-                raise _longer(desc, client.name, bound, tar.have + int(length))
-            if length.isdigit() and not desc.size:
-                tar.compressed = tar.have + int(length)
+            resp = self._open_rest(client, desc, partial, tar, bound)
         with _open_partial(partial, bool(tar.have)) as out:
             if resp is not None:
-                window = request_timeout()
-                watch = BodyWatch(resp, window, least=int(low_speed() * window))
-                try:
-                    with watch:
-                        for chunk in body_chunks(resp, CHUNK, watch.add):
-                            if tar.have + len(chunk) > bound:  # stop at once
-                                raise _longer(desc, client.name, bound)
-                            out.write(chunk)
-                            tar.feed(chunk)
-                except (requests.RequestException, ConnectionError) as exc:
-                    # a body short of its length is a cut; one as long as the server said
-                    # but not the blob's fails its digest below (a mirror: the next source)
-                    raise _Retry(watch.why or str(exc) or type(exc).__name__) from None
-                finally:
-                    resp.close()
-                if watch.why:  # a body without a length that the watch cut, ended quietly
-                    raise _Retry(watch.why)
+                self._receive(resp, desc, client.name, out, tar, bound)
         tar.publish(final, client.name)
         safefs.unlink_own(partial)
         fsync_dir(final.parent)
+
+    @staticmethod
+    def _replay_partial(desc: Descriptor, source: str, partial: Path, tar: _LayerTar,
+                        bound: int) -> None:
+        """Start ``tar`` afresh from a killed download's ``partial``: its bytes hashed and
+        inflated again, to be resumed."""
+        tar.start()
+        # A killed download of this user's: hashed and inflated again, then resumed.
+        # Another's was never left here (:meth:`_taken`) but root's may take a trusted
+        # owner's over: its bytes are only read, and checked by the digest.
+        fd = safefs.open_own(partial, os.O_RDONLY) if safefs.lstat(partial) else None
+        if fd is None and safefs.lstat(partial) is not None:
+            partial.unlink()
+        if fd is not None:
+            with os.fdopen(fd, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    tar.feed(chunk)
+            if tar.have > bound:
+                raise _longer(desc, source, bound)
+
+    @staticmethod
+    def _open_rest(client: RegistryClient, desc: Descriptor, partial: Path, tar: _LayerTar,
+                   bound: int) -> requests.Response:
+        """The response for the blob's bytes from ``tar.have`` on, its length checked."""
+        resp = client.open_blob(desc.digest, tar.have)
+        if resp.status_code == 416 or (tar.have and resp.status_code == 200):
+            # the registry cannot resume: start over
+            resp.close()
+            safefs.unlink_own(partial)
+            tar.reset()
+            raise _Retry("the registry refused to resume")
+        length = resp.headers.get("Content-Length", "")
+        if length.isdigit() and tar.have + int(length) > bound:
+            resp.close()
+            raise _longer(desc, client.name, bound, tar.have + int(length))
+        if length.isdigit() and not desc.size:
+            tar.compressed = tar.have + int(length)
+        return resp
+
+    @staticmethod
+    def _receive(resp: requests.Response, desc: Descriptor, source: str, out: BinaryIO,
+                 tar: _LayerTar, bound: int) -> None:
+        """The body into ``out`` and ``tar``, stopped at ``bound`` or when it stalls."""
+        window = request_timeout()
+        watch = BodyWatch(resp, window, least=int(low_speed() * window))
+        try:
+            with watch:
+                for chunk in body_chunks(resp, CHUNK, watch.add):
+                    if tar.have + len(chunk) > bound:  # stop at once
+                        raise _longer(desc, source, bound)
+                    out.write(chunk)
+                    tar.feed(chunk)
+        except (requests.RequestException, ConnectionError) as exc:
+            # a body short of its length is a cut; one as long as the server said
+            # but not the blob's fails its digest below (a mirror: the next source)
+            raise _Retry(watch.why or str(exc) or type(exc).__name__) from None
+        finally:
+            resp.close()
+        if watch.why:  # a body without a length that the watch cut, ended quietly
+            raise _Retry(watch.why)
 
     def config(self, client: RegistryClient, digest: str) -> bytes:
         """The image config blob, kept beside the layers so a rerun does not fetch it again."""

@@ -192,12 +192,8 @@ class _Layout:
         return open_blob_file(self.root / name)
 
 
-def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
-    if archive and not path.is_file():
-        raise SquallError(f"OCI archive {path} does not exist: check the path")
-    if not archive and not path.is_dir():
-        raise SquallError(f"OCI layout directory {path} does not exist: check the path")
-    layout = _Layout(path, archive)
+def _index_manifests(layout: _Layout, path: Path, tag: str) -> list[dict[str, Any]]:
+    """The index's manifests, those tagged ``tag`` when one is asked for."""
     index = _object(layout.read("index.json"), f"{path}/index.json")
     manifests = index.get("manifests") or []
     if not isinstance(manifests, list) or not all(
@@ -213,6 +209,13 @@ def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
             raise SquallError(f"image or tag not found: {path} has no image tagged {tag!r}")
     if not manifests:
         raise SquallError(f"{path} holds no image (index.json lists no manifests)")
+    return manifests
+
+
+def _image_manifest(layout: _Layout, path: Path, tag: str,
+                    arch: str) -> tuple[str, str, dict[str, Any]]:
+    """(digest, platform, document) of the image manifest for ``arch``, verified."""
+    manifests = _index_manifests(layout, path, tag)
     if len(manifests) > 1 and all("platform" in m for m in manifests):
         digest, platform = select_platform({"manifests": manifests}, arch, str(path), tag or "")
     else:
@@ -225,6 +228,16 @@ def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
         digest, platform = select_platform(doc, arch, str(path), tag or "")
         body = layout.read(layout.blob_name(digest))
         doc = _object(body, f"manifest {digest}")
+    return digest, platform, doc
+
+
+def load_oci(path: Path, tag: str, archive: bool, arch: str) -> LocalImage:
+    if archive and not path.is_file():
+        raise SquallError(f"OCI archive {path} does not exist: check the path")
+    if not archive and not path.is_dir():
+        raise SquallError(f"OCI layout directory {path} does not exist: check the path")
+    layout = _Layout(path, archive)
+    digest, platform, doc = _image_manifest(layout, path, tag, arch)
     try:
         config_digest = doc["config"]["digest"]
         layer_digests = [x["digest"] for x in doc["layers"]]

@@ -76,9 +76,11 @@ class VersionProbe:
         m = _PYDIR.search(path)
         if m and (info.isdir() or info.isfile()):
             self._set("python", m.group(1))
-        if data is None:
-            return
-        text = data.decode("utf-8", "replace")
+        if data is not None:
+            self._read_text(path, base, data.decode("utf-8", "replace"))
+
+    def _read_text(self, path: str, base: str, text: str) -> None:
+        """Versions written in a small file's text (what :meth:`wants_data` asked for)."""
         if _CUDA_JSON.search(path):
             try:
                 v = jsonbound.loads(text, path).get("cuda", {}).get("version")
