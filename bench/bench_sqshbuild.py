@@ -35,6 +35,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -188,6 +189,92 @@ def timed(argv: list[str], env: dict[str, str] | None = None,
     return wall, cpu, proc.stdout
 
 
+def layer_plan(args: argparse.Namespace) -> list[tuple[str, int, list[int], list[str]]]:
+    """(prefix, small files, large file sizes, whiteouts) of each layer."""
+    scale = args.size_gb
+    # ~1 GB at scale 1: ~16k small files (~540 MB) and large random files (~460 MB).
+    mb = 1 << 20
+    if args.shape == "ml":
+        return [
+            ("base", 8000, [50 * mb] * 5, []),
+            ("torch", 6000, [50 * mb] * 5, []),
+            ("site", 5000, [50 * mb] * 5, []),
+            ("app", 1000, [50 * mb] * 5, []),
+        ]
+    return [
+        ("base", int(8000 * scale), [int(50 * mb * scale)] * 2, []),
+        ("large", 0, [int(70 * mb * scale)] * 4, []),
+        ("site", int(8000 * scale), [int(40 * mb * scale)], ["base/.wh.pkg000"]),
+        ("fix", int(200 * scale), [int(20 * mb * scale)] * 2, ["large/.wh.lib03.so"]),
+    ]
+
+
+@dataclass
+class Measured:
+    """Each case's wall and CPU seconds, the cold build's phases, the compressors' sizes."""
+    runs: dict[str, list[float]]
+    cpus: dict[str, list[float]]
+    phases: dict[str, list[float]]
+    sizes: dict[str, tuple[int, float]]
+
+
+def write_report(args: argparse.Namespace, plan: list[tuple[str, int, list[int], list[str]]],
+                 inflater: str, gen: float, compressed: int, unpacked: int, nfiles: int,
+                 m: Measured) -> None:
+    """bench/results/sqshbuild.md (its hand-written reading kept), and the same on stdout."""
+    mb = 1 << 20
+    runs, cpus, phases, sizes = m.runs, m.cpus, m.phases, m.sizes
+    results = {k: statistics.median(v) for k, v in runs.items()}
+    floor = results["floor: mksquashfs zstd-3 on the unpacked tree"]
+    lines = [
+        "# sqshbuild benchmark",
+        "",
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()}, "
+        f"{os.cpu_count()} CPUs (shared with other work), `python3 bench/bench_sqshbuild.py "
+        f"{' '.join(shlex.quote(a) for a in sys.argv[1:])}`. "
+        "Registry: Debian docker-registry on loopback. "
+        f"Medians of {args.repeat} interleaved runs for the floor and the stream pipeline, one "
+        "run for the others. Gzip layers inflated with "
+        + {"igzip": "igzip (Debian isal)", "python-isal": "python-isal (igzip absent)",
+           "zlib": "the standard zlib (igzip and python-isal absent)"}[inflater]
+        + ". CPU: user + system seconds of the command and the tools it ran, plus the "
+        "registry's while sqshbuild ran (medians). Each case starts after a `sync` (not "
+        "timed), so that none pays for writing back the one before it.",
+        "",
+        f"Image: {len(plan)} layers, {compressed / mb:.0f} MiB compressed, "
+        f"{unpacked / mb:.0f} MiB unpacked, {nfiles} files (small files 4-64 KiB, large "
+        "random files, whiteouts). Generated and pushed in " + f"{gen:.0f} s.",
+        "",
+        "| case | seconds (each run) | x floor | CPU s |",
+        "|---|---|---|---|",
+    ]
+    for k, v in results.items():
+        every = ", ".join(f"{x:.1f}" for x in runs[k])
+        lines.append(f"| {k} | {v:.1f} ({every}) | {v / floor:.2f} | "
+                     f"{statistics.median(cpus[k]):.1f} |")
+    ncpu = os.cpu_count() or 1
+    cold_cpu = statistics.median(cpus[COLD])
+    lines += ["", f"On {ncpu} CPUs the cold stream build cannot take less than its CPU "
+              f"seconds / {ncpu} = {cold_cpu / ncpu:.1f} s ({cold_cpu / ncpu / floor:.2f}x "
+              "the floor) even with every step overlapped: it downloads, verifies and "
+              "inflates the layers on the same cores that squash them, and the floor does "
+              "none of that."]
+    lines += ["", f"Where the cold stream build's time goes (`--json` timings, medians of "
+              f"{args.repeat}; seconds since the build started, after Python's start):", "",
+              "| phase | seconds |", "|---|---|"]
+    for k, v in phases.items():
+        lines.append(f"| {k} | {statistics.median(v):.2f} |")
+    lines += ["", "Image size per compressor (mksquashfs on the unpacked tree):", "",
+              "| compressor | size MiB | seconds |", "|---|---|---|"]
+    for k, (size, secs) in sizes.items():
+        lines.append(f"| {k} | {size / mb:.0f} | {secs:.1f} |")
+    text = "\n".join(lines) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text + kept_reading(args.out))
+    print(text)
+
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size-gb", type=float, default=1.0)
@@ -210,22 +297,7 @@ def main() -> None:
         raise SystemExit("docker-registry is not installed: apt install docker-registry")
     work = Path(tempfile.mkdtemp(prefix="bench-sqshbuild-", dir=args.work))
     rng = random.Random(42)
-    scale = args.size_gb
-    # ~1 GB at scale 1: ~16k small files (~540 MB) and large random files (~460 MB).
-    mb = 1 << 20
-    plan = [
-        ("base", int(8000 * scale), [int(50 * mb * scale)] * 2, []),
-        ("large", 0, [int(70 * mb * scale)] * 4, []),
-        ("site", int(8000 * scale), [int(40 * mb * scale)], ["base/.wh.pkg000"]),
-        ("fix", int(200 * scale), [int(20 * mb * scale)] * 2, ["large/.wh.lib03.so"]),
-    ]
-    if args.shape == "ml":
-        plan = [
-            ("base", 8000, [50 * mb] * 5, []),
-            ("torch", 6000, [50 * mb] * 5, []),
-            ("site", 5000, [50 * mb] * 5, []),
-            ("app", 1000, [50 * mb] * 5, []),
-        ]
+    plan = layer_plan(args)
     inflater = inflate.describe()
     reg_proc, host = start_registry(work)
     runs: dict[str, list[float]] = {}
@@ -336,55 +408,8 @@ def main() -> None:
         reg_proc.wait()
         shutil.rmtree(work, ignore_errors=True)
 
-    results = {k: statistics.median(v) for k, v in runs.items()}
-    floor = results["floor: mksquashfs zstd-3 on the unpacked tree"]
-    lines = [
-        "# sqshbuild benchmark",
-        "",
-        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()}, "
-        f"{os.cpu_count()} CPUs (shared with other work), `python3 bench/bench_sqshbuild.py "
-        f"{' '.join(shlex.quote(a) for a in sys.argv[1:])}`. "
-        "Registry: Debian docker-registry on loopback. "
-        f"Medians of {args.repeat} interleaved runs for the floor and the stream pipeline, one "
-        "run for the others. Gzip layers inflated with "
-        + {"igzip": "igzip (Debian isal)", "python-isal": "python-isal (igzip absent)",
-           "zlib": "the standard zlib (igzip and python-isal absent)"}[inflater]
-        + ". CPU: user + system seconds of the command and the tools it ran, plus the "
-        "registry's while sqshbuild ran (medians). Each case starts after a `sync` (not "
-        "timed), so that none pays for writing back the one before it.",
-        "",
-        f"Image: {len(plan)} layers, {compressed / mb:.0f} MiB compressed, "
-        f"{unpacked / mb:.0f} MiB unpacked, {nfiles} files (small files 4-64 KiB, large "
-        "random files, whiteouts). Generated and pushed in " + f"{gen:.0f} s.",
-        "",
-        "| case | seconds (each run) | x floor | CPU s |",
-        "|---|---|---|---|",
-    ]
-    for k, v in results.items():
-        every = ", ".join(f"{x:.1f}" for x in runs[k])
-        lines.append(f"| {k} | {v:.1f} ({every}) | {v / floor:.2f} | "
-                     f"{statistics.median(cpus[k]):.1f} |")
-    ncpu = os.cpu_count() or 1
-    cold_cpu = statistics.median(cpus[COLD])
-    lines += ["", f"On {ncpu} CPUs the cold stream build cannot take less than its CPU "
-              f"seconds / {ncpu} = {cold_cpu / ncpu:.1f} s ({cold_cpu / ncpu / floor:.2f}x "
-              "the floor) even with every step overlapped: it downloads, verifies and "
-              "inflates the layers on the same cores that squash them, and the floor does "
-              "none of that."]
-    lines += ["", f"Where the cold stream build's time goes (`--json` timings, medians of "
-              f"{args.repeat}; seconds since the build started, after Python's start):", "",
-              "| phase | seconds |", "|---|---|"]
-    for k, v in phases.items():
-        lines.append(f"| {k} | {statistics.median(v):.2f} |")
-    lines += ["", "Image size per compressor (mksquashfs on the unpacked tree):", "",
-              "| compressor | size MiB | seconds |", "|---|---|---|"]
-    for k, (size, secs) in sizes.items():
-        lines.append(f"| {k} | {size / mb:.0f} | {secs:.1f} |")
-    text = "\n".join(lines) + "\n"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + kept_reading(args.out))
-    print(text)
-
+    write_report(args, plan, inflater, gen, compressed, unpacked, nfiles,
+                 Measured(runs, cpus, phases, sizes))
 
 def kept_reading(out: Path) -> str:
     """The hand-written part of the results file (from its "## Reading" heading on), which a

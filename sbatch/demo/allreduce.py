@@ -654,21 +654,46 @@ def progress_file(rank: int) -> str | None:
 
 # --- the program ------------------------------------------------------------------------
 
+class Trail:
+    """What a step leaves behind: rank 0's line in --log, every rank's heartbeat."""
+
+    def __init__(self, args: argparse.Namespace, rank: int, restart: str) -> None:
+        self.args, self.rank, self.restart = args, rank, restart
+        self.heartbeat = progress_file(rank)
+        self.log = None
+        self.warned = False
+        if rank == 0:
+            try:
+                os.makedirs(args.checkpoint_dir, exist_ok=True)
+                self.log = open(args.log, "a", encoding="utf-8") if args.log else None
+            except OSError as e:
+                raise Failure(f"{e.filename}: {why(e)}") from None
+
+    def step(self, step: int) -> None:
+        if self.log:
+            try:
+                self.log.write(f"{self.restart} {step}\n")
+                self.log.flush()
+            except OSError as e:
+                raise Failure(f"cannot write --log {self.args.log}: {why(e)}") from None
+        if self.heartbeat:
+            try:
+                report(self.heartbeat, step + 1)
+            except OSError as e:
+                if not self.warned:
+                    print(f"{PROG} rank {self.rank}: warning: cannot write {self.heartbeat}: "
+                          f"{why(e)}", file=sys.stderr, flush=True)
+                    self.warned = True
+
+
 def run(args: argparse.Namespace, rank: int, world: int, host: str, port: int) -> int:
     restart = os.environ.get("SLURM_RESTART_COUNT", "0")
-    heartbeat = progress_file(rank)
     done, sums, saved_world = load(args.resume) if args.resume else ([], [], None)
     start = len(done)
     if saved_world is not None and saved_world != world:
         print(f"{PROG} rank {rank}: note: {args.resume} was written by a world of "
               f"{saved_world}, resuming with {world}: sums differ from then on", flush=True)
-    log = None
-    if rank == 0:
-        try:
-            os.makedirs(args.checkpoint_dir, exist_ok=True)
-            log = open(args.log, "a", encoding="utf-8") if args.log else None
-        except OSError as e:
-            raise Failure(f"{e.filename}: {why(e)}") from None
+    trail = Trail(args, rank, restart)
     print(f"{PROG} rank {rank}/{world}: restart {restart}, starting at step {start}",
           flush=True)
     group: Root | Member | None = None
@@ -676,7 +701,6 @@ def run(args: argparse.Namespace, rank: int, world: int, host: str, port: int) -
         group = (Root(host, port, world, start, args) if rank == 0
                  else Member(host, port, rank, world, start, args))
     last_saved = (args.resume, start) if args.resume else ("the start", 0)
-    warned = False
     try:
         for step in range(start, args.steps):
             time.sleep(args.sleep)
@@ -685,20 +709,7 @@ def run(args: argparse.Namespace, rank: int, world: int, host: str, port: int) -
                 (value, stop_signal)
             done.append(step)
             sums.append(total)
-            if log:
-                try:
-                    log.write(f"{restart} {step}\n")
-                    log.flush()
-                except OSError as e:
-                    raise Failure(f"cannot write --log {args.log}: {why(e)}") from None
-            if heartbeat:
-                try:
-                    report(heartbeat, step + 1)
-                except OSError as e:
-                    if not warned:
-                        print(f"{PROG} rank {rank}: warning: cannot write {heartbeat}: "
-                              f"{why(e)}", file=sys.stderr, flush=True)
-                        warned = True
+            trail.step(step)
             if agreed:
                 if rank != 0:
                     # Not a failure: exit 0 so srun --kill-on-bad-exit leaves rank 0 the time
