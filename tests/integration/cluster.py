@@ -161,9 +161,37 @@ class Cluster:
             return self._wait(lambda: self.node_state(node).rstrip("*"), wanted, timeout,
                               f"node {node}")
         except ClusterError as exc:  # say what holds the node
-            jobs = self.run(f"squeue -h -w {node} -o '%i %u %j %T %M'", user="root",
-                            check=False, timeout=15).out.strip()
-            raise ClusterError(f"{exc}; jobs on {node}: {jobs or 'none'}") from None
+            raise ClusterError(f"{exc}; jobs on {node}: {self.jobs_on(node) or 'none'}") \
+                from None
+
+    def wait_rejoined(self, node: str, timeout: float = 120) -> str:
+        """A booted node whole again: IDLE (or drained). Slurm can go on counting an ended
+        job's CPUs on a node it took out of that job shortly before the job ended: MIXED
+        with no job on it, for minutes (CI: over 360 s). After 20 s of that, `scontrol
+        reconfigure` (as an admin would) makes select/cons_tres count again from the jobs;
+        a node still so at the end takes jobs all the same, and is returned as MIXED."""
+        whole = {"IDLE", "DRAIN", "IDLE+DRAIN", "DRAINED"}
+        start = time.monotonic()
+        recounted = False
+        while True:
+            state = self.node_state(node).rstrip("*")
+            if state in whole:
+                return state
+            stale = state == "MIXED" and not self.jobs_on(node)
+            waited = time.monotonic() - start
+            if stale and not recounted and waited > 20:
+                self.run("scontrol reconfigure", user="root", check=False, timeout=30)
+                recounted = True
+            if waited > timeout:
+                if stale:
+                    return state
+                raise ClusterError(f"node {node} did not rejoin within {timeout:.0f}s: "
+                                   f"{state}; jobs on it: {self.jobs_on(node) or 'none'}")
+            time.sleep(1)
+
+    def jobs_on(self, node: str) -> str:
+        return self.run(f"squeue -h -w {node} -o '%i %u %j %T %M'", user="root",
+                        check=False, timeout=15).out.strip()
 
     def wait_in_service(self, node: str, timeout: float = 60) -> str:
         """The node takes jobs again (not DOWN, not drained): IDLE, or MIXED when another

@@ -138,12 +138,8 @@ def run_with_failure(cluster: Cluster, site: Site, tmp_path: Path, steps: int,  
     log = job_log(site, job_id)
     assert (site.host / "final.json").read_text() == reference_final(tmp_path, steps), log
     nothing_left(cluster, [*active, *spares])
-    # Whole again for the next test. A victim that Slurm took out of the job shortly
-    # before the job ended can come back MIXED with no job on it: Slurm still counts the
-    # ended job's CPUs there until its queued kill reaches the booted node (CI: 121 s and
-    # more, the demo 208 s), so the bound is longer than that.
-    for v in victims:
-        cluster.wait_node_state(v, {"IDLE", "DRAIN", "IDLE+DRAIN", "DRAINED"}, timeout=360)
+    for v in victims:  # whole again for the next test (Slurm's stale count: wait_rejoined)
+        cluster.wait_rejoined(v)
     return log, back, steps_log(site)
 
 
