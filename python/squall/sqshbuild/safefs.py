@@ -214,11 +214,9 @@ def unlink_own(path: Path) -> bool:
     return True
 
 
-def make_dir_at(parent_fd: int, name: str, mode: int,
-                owner: tuple[int, int] | None = None) -> tuple[int, bool]:
-    """Open (creating when missing) the directory ``name`` below ``parent_fd``: the
-    descriptor and whether it was created. A new directory, or an existing one this user
-    owns, gets exactly ``mode`` (and, as root, ``owner``) through its descriptor."""
+def mkdir_open(parent_fd: int, name: str) -> tuple[int, bool]:
+    """The directory ``name`` below ``parent_fd``, made (0700) when missing, opened without
+    following a link: (descriptor, created). A link, file or FIFO there is :class:`Unsafe`."""
     created = False
     try:
         os.mkdir(name, 0o700, dir_fd=parent_fd)
@@ -226,12 +224,20 @@ def make_dir_at(parent_fd: int, name: str, mode: int,
     except FileExistsError:
         pass
     try:
-        fd = open_dir(name, dir_fd=parent_fd)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        return open_dir(name, dir_fd=parent_fd), created
+    except OSError:
+        st = lstat_at(parent_fd, name)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
             raise Unsafe(f"{name} is {kind(st.st_mode)}, not a directory") from None
         raise
+
+
+def make_dir_at(parent_fd: int, name: str, mode: int,
+                owner: tuple[int, int] | None = None) -> tuple[int, bool]:
+    """Open (creating when missing) the directory ``name`` below ``parent_fd``: the
+    descriptor and whether it was created. A new directory, or an existing one this user
+    owns, gets exactly ``mode`` (and, as root, ``owner``) through its descriptor."""
+    fd, created = mkdir_open(parent_fd, name)
     try:
         st = os.fstat(fd)
         euid = os.geteuid()

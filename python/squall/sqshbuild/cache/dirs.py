@@ -24,7 +24,7 @@ from squall.sqshbuild.cache.layout import (
     SHARED_DIR_MODE,
     SUBDIRS,
 )
-from squall.sqshbuild.trust import Trust, builder_name, builder_uid, kind, who
+from squall.sqshbuild.trust import Trust, builder_name, builder_uid, who
 
 Owner = tuple[int, int] | None
 
@@ -48,20 +48,7 @@ def builder_owner() -> Owner:
 def make_or_open(parent_fd: int, name: str, mode: int, owner: Owner) -> tuple[int, bool]:
     """The directory ``name`` below ``parent_fd``: created with ``mode`` and ``owner``, or
     the existing one as it is (checked by the caller). (descriptor, created)."""
-    created = False
-    try:
-        os.mkdir(name, 0o700, dir_fd=parent_fd)
-        created = True
-    except FileExistsError:
-        pass
-    try:
-        fd = safefs.open_dir(name, dir_fd=parent_fd)
-    except OSError:
-        st = safefs.lstat_at(parent_fd, name)
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            raise safefs.Unsafe(f"{name} is {kind(st.st_mode)}, not a "
-                                "directory") from None
-        raise
+    fd, created = safefs.mkdir_open(parent_fd, name)
     if created:
         try:
             if owner is not None:
