@@ -329,6 +329,16 @@ def proxy(registry):
 
 
 @pytest.fixture
+def faulty(registry):
+    """A fault-injecting proxy in front of the registry (faults.py); a module may define
+    its own ``faulty`` with another proxy (test_registry_bounds.py)."""
+    from faults import FaultProxy
+    p = FaultProxy(registry.base)
+    yield p
+    p.close()
+
+
+@pytest.fixture
 def place():
     """A directory every user can reach, with homes (tests/registry/users.py)."""
     from users import make_place, remove_place

@@ -10,20 +10,13 @@ from pathlib import Path
 
 import pytest
 from conftest import run_env, sqshbuild_cmd
-from faults import FaultProxy, silent_server
+from faults import silent_server
 from imagekit import Image, layer, sha
 from sqfs import cat
 
 pytestmark = pytest.mark.registry
 
 MANIFEST = r"/manifests/"
-
-
-@pytest.fixture
-def faulty(registry):
-    p = FaultProxy(registry.base)
-    yield p
-    p.close()
 
 
 def sqshbuild(args: list[str], home: Path, **env: str) -> tuple[subprocess.CompletedProcess[str],

@@ -12,19 +12,11 @@ from pathlib import Path
 
 import pytest
 from conftest import one_error_line, run_env, sqshbuild_cmd
-from faults import FaultProxy
 from imagekit import OCI_INDEX, OCI_MANIFEST, Image, layer, sha
 
 pytestmark = pytest.mark.registry
 
 MANIFEST = r"/manifests/"
-
-
-@pytest.fixture
-def faulty(registry):
-    p = FaultProxy(registry.base)
-    yield p
-    p.close()
 
 
 def sqshbuild(args: list[str], home: Path, **env: str) -> subprocess.CompletedProcess[str]:
