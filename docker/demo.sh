@@ -20,6 +20,8 @@ fail() { echo "demo: $*" >&2; exit 1; }
 say "1/6 the mini cluster: a login node and three compute nodes sharing /fsx"
 bash docker/cluster.sh up
 docker exec "$name-login" sinfo
+# The runtime the containers start with: NVIDIA's Enroot, built from its release source.
+for n in node1 node2 node3; do echo "$n: Enroot $(docker exec "$name-$n" enroot version)"; done
 
 say "2/6 sqshbuild: a local Docker image -> /fsx/images/demo.sqsh (cached by digest on /fsx)"
 docker build -q -f docker/demo-image.Dockerfile --build-arg "RELEASE=$release" -t "$name-demo:$release" . >/dev/null

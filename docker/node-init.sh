@@ -49,12 +49,13 @@ mountpoint -q /var/lib/squall || mount --bind "/fsx/.node-local/$(hostname)" /va
 install -d -m 0755 /var/lib/enroot
 mountpoint -q /var/lib/enroot ||
   mount -t tmpfs -o mode=0755,nosuid,nodev,size=4g squall-enroot-data /var/lib/enroot
+# Enroot's runtime path (/etc/enroot/enroot.conf) the same way: root's, one 0700 directory
+# per user made here, none a user could plant for another.
+install -d -m 0755 /run/enroot
 for u in squall alice bob carol; do
-  id "$u" >/dev/null 2>&1 && install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")"
+  id "$u" >/dev/null 2>&1 || continue
+  install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")" "/run/enroot/user-$(id -u "$u")"
 done
-if [ -d /etc/enroot ] && ! grep -q '^ENROOT_DATA_PATH' /etc/enroot/enroot.conf 2>/dev/null; then
-  echo 'ENROOT_DATA_PATH /var/lib/enroot/${UID}' >>/etc/enroot/enroot.conf
-fi
 
 # Per-node plugstack arguments (e.g. node3 points its EFA roots at a stand-in tree).
 # Rebuilt from the image's copy at every start, so a restarted node does not repeat them.

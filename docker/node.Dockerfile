@@ -28,12 +28,14 @@ RUN umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >/etc/squall/re
  && rm /tmp/registry-htpasswd.py
 COPY docker/slurm/ /etc/slurm/
 
-# Optional: real Enroot packages supplied by the user (docker/enroot-debs/*.deb) replace
-# the test runtime. Empty by default.
-COPY docker/enroot-debs/ /tmp/enroot-debs/
-RUN if ls /tmp/enroot-debs/*.deb >/dev/null 2>&1; then \
-      apt-get install -y --no-install-recommends /tmp/enroot-debs/*.deb && touch /etc/squall/real-enroot; \
-    fi; rm -rf /tmp/enroot-debs
+# NVIDIA Enroot, built from its release tarball (docker/enroot/build-enroot.sh; build-images.sh
+# copies the tarball in), with the mini cluster's settings and Enroot's Slurm PMI hook
+# enabled as sites enable it. Before squall's own layer: rebuilt only when Enroot changes.
+COPY docker/enroot/ /tmp/enroot/
+RUN bash /tmp/enroot/build-enroot.sh /tmp/enroot/enroot.tar.gz \
+ && install -m 0644 /tmp/enroot/enroot.conf /etc/enroot/enroot.conf \
+ && install -m 0755 /usr/share/enroot/hooks.d/50-slurm-pmi.sh /etc/enroot/hooks.d/ \
+ && rm -rf /tmp/enroot
 
 # squall from its Debian packages, built here (debhelper) against this image's Slurm headers
 # and Python, and installed with dpkg: the integration tests test the packages.
@@ -44,7 +46,6 @@ RUN bash packaging/build-debs.sh /opt/squall/debs \
  && test "$(stat -c '%U %G %a' /var/lib/squall-builder)" = "squall-builder squall-builder 700" \
  && test "$(getent passwd squall-builder | cut -d: -f7)" = /usr/sbin/nologin \
  && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf \
- && bash tests/enroot_test_runtime/install.sh \
  && rm -f /opt/squall/debs/*-dbgsym_*.deb && rm -rf /opt/squall/src
 WORKDIR /
 ENTRYPOINT ["/usr/local/sbin/squall-node-init"]

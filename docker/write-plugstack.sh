@@ -1,13 +1,11 @@
 #!/bin/bash
 # Write the node's plugstack.conf: the packaged snippet's line (squall-slurm-plugin:
 # the plugin in Slurm's PluginDir, sqshbuild=/usr/bin/sqshbuild), with the mini cluster's
-# arguments added: real Enroot when the image has it (docker/enroot-debs), else the
-# Enroot-compatible test runtime.
+# arguments added (Enroot as the node image installs it, docker/enroot/).
 set -euo pipefail
 out=${1:-/etc/slurm/plugstack.conf}
 snippet=${SQUALL_SNIPPET:-/usr/share/squall/plugstack.conf.d/squall.conf}
-enroot=/opt/enroot-test-runtime/bin/enroot
-[ -e /etc/squall/real-enroot ] && enroot=/usr/bin/enroot
+enroot=/usr/bin/enroot
 line=$(grep -m1 '^required ' "$snippet") || {
   echo "write-plugstack: no 'required' line in $snippet (is squall-slurm-plugin installed?)" >&2; exit 1; }
 cat >"$out" <<CONF
