@@ -42,11 +42,7 @@ plugin:
 # the tests build themselves get the same flags (SQUALL_TEST_CFLAGS). test_mksbatch_input.py
 # and test_sqshbuild_inspect.py (pure Python) run children under `ulimit -v` (RLIMIT_AS),
 # where ASan cannot map its shadow memory; `make test` runs them.
-# The test double's `enroot list -f` runs procps' ps, which hangs with libasan preloaded;
-# those two tests run no squall C code, so they are left to `make test`.
-ASAN_DESELECT := \
-	--deselect=tests/unit/test_enroot_test_runtime.py::test_create_list_start_export_remove_round_trip \
-	--deselect=tests/unit/test_enroot_test_runtime_exec.py::test_list_f_shows_each_container_s_first_process_as_enroot_does
+ASAN_DESELECT :=
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ASAN_PRELOAD = $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-name=libubsan.so)
 asan: deps

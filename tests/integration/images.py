@@ -34,9 +34,7 @@ mkdir -p "$root"/{usr/bin,etc,proc,sys,dev,tmp,run,var/tmp,home,root,fsx,work,da
 # Mount targets that exist in the image (an unprivileged runtime cannot create them in
 # a root-owned tree).
 mkdir -p "$root"/mnt/{rw,ro,tmp,a,b}
-# Where slurmd keeps batch scripts: the plugin binds the script at the same path. Real
-# Enroot creates mount targets as root of its user namespace; the test double creates
-# them as the user, which a root-owned tree refuses.
+# Where slurmd keeps batch scripts: the plugin binds the script at the same path.
 mkdir -p -m 1777 "$root/var/spool/slurmd"
 chmod 1777 "$root/tmp" "$root/var/tmp"
 ln -s usr/bin "$root/bin"

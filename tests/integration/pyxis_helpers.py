@@ -17,7 +17,7 @@ from .images import IMAGE_DIR, MKIMAGE, SCRIPT, build_image
 
 NODE = "node1"
 HOME = "/fsx/home/squall"
-ENROOT = "/opt/enroot-test-runtime/bin/enroot"
+ENROOT = "/usr/bin/enroot"
 PLUGSTACK = "/etc/slurm/plugstack.conf"
 
 

@@ -2,7 +2,7 @@
 
 Enroot's default ``mounts.d/20-config.fstab`` binds the host's ``/etc/hosts``,
 ``/etc/hostname``, ``/etc/resolv.conf`` (and ``/etc/machine-id`` when present) read-only into
-every container; the nodes' test runtime installs the same file. Without it a rank cannot
+every container; the nodes' Enroot installs that file. Without it a rank cannot
 resolve another node's name and a torchrun rendezvous by host name cannot work. The
 containers share the node's network namespace (Enroot makes none), so a listener in a
 container on node2 is reachable by name from a container on node1.

@@ -14,7 +14,7 @@ import pytest
 from .cluster import Cluster
 
 NODE = "node2"
-ENROOT = "--enroot /opt/enroot-test-runtime/bin/enroot"
+ENROOT = "--enroot /usr/bin/enroot"
 HEALTHY = f"--no-efa --shared-fs /fsx {ENROOT}"
 BROKEN = f"--no-efa --shared-fs /nonexistent {ENROOT}"
 DEFAULTS = "/etc/default/squall-healthcheck"

@@ -40,7 +40,7 @@ def test_a_named_container_is_listed_under_its_name(cluster: Cluster, image: str
 
 def test_enroot_exec_into_a_running_named_container(cluster: Cluster, image: str) -> None:
     """What a Pyxis user does: find the container's PID with `enroot list -f`, then
-    `enroot exec PID CMD` into it (the test runtime's exec, as Enroot's)."""
+    `enroot exec PID CMD` into it (Enroot's own exec)."""
     name = f"x{time.time_ns()}"
     with running_step(cluster, f"--container-image={image} --container-name={name}",
                       "readlink /proc/self/ns/mnt", name=name) as (_, task_ns):

@@ -40,9 +40,7 @@ def test_four_tasks_on_one_node_share_one_container(cluster: Cluster, image: str
 
 def test_sbatch_script_runs_inside_the_container(cluster: Cluster, image: str) -> None:
     out = f"/fsx/home/squall/jobs/plugin-sbatch-{time.time_ns()}.out"
-    # --container-remap-root: the plugin binds the batch script at its spool path, and
-    # the Enroot test double creates that mount target as the user (real Enroot does it as
-    # root of its user namespace), which this root-owned image refuses otherwise.
+    # --container-remap-root, as a Pyxis user's sbatch script often has it.
     script = ("#!/bin/sh\n"
               f"#SBATCH --container-image={image}\n"
               "#SBATCH --container-remap-root\n"
@@ -138,7 +136,7 @@ def test_named_container_reused_after_image_change_with_a_warning_and_job_scope_
             assert (f"--container-name={name}: reusing container pyxis_{jobid}_{name} as it is"
                     in reused.err), reused
             # Removed by hand, as a Pyxis user does: the next step starts afresh.
-            cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{jobid}_{name}",
+            cluster.run(f"/usr/bin/enroot remove -f pyxis_{jobid}_{name}",
                         node="node3")
             fresh = srun(cluster, args, "cat /etc/marker 2>/dev/null || echo no-marker; "
                                         "grep ^ID= /etc/os-release")
@@ -148,7 +146,7 @@ def test_named_container_reused_after_image_change_with_a_warning_and_job_scope_
         cluster.wait_job(jobid, {"CANCELLED", "COMPLETED"}, timeout=60)
         listed = ""
         for _ in range(40):  # the epilog runs after the job ends
-            listed = cluster.run("/opt/enroot-test-runtime/bin/enroot list", node="node3").out
+            listed = cluster.run("/usr/bin/enroot list", node="node3").out
             if name not in listed:
                 break
             time.sleep(0.5)
@@ -223,7 +221,7 @@ def test_named_container_exec_joins_the_container_another_step_runs(cluster: Clu
     finally:
         cluster.run(f"scancel {jobid}")
     cluster.wait_job(jobid, {"CANCELLED", "COMPLETED"}, timeout=60)
-    cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node="node2")
+    cluster.run(f"/usr/bin/enroot remove -f pyxis_{name}", node="node2")
     left = cluster.run("pgrep -u squall -a sleep || true", node="node2").out
     assert left == "", f"processes left on node2: {left}"
 
@@ -242,5 +240,5 @@ def test_container_save_in_a_multi_node_step_is_written_once(cluster: Cluster,
     assert cluster.run(f"unsquashfs -cat {out} etc/marker").out == "written-by-node-0\n"
     beside = cluster.run(f"ls -a /fsx/home/squall | grep -c 'saved-{tag}' || true").out.strip()
     assert beside == "1", "a temporary file was left beside the saved image"
-    listed = cluster.run("/opt/enroot-test-runtime/bin/enroot list", node=node0).out
+    listed = cluster.run("/usr/bin/enroot list", node=node0).out
     assert step_container not in listed.split(), listed   # the step's own container is gone

@@ -56,7 +56,7 @@ def test_pyxis_env_container_name(cluster: Cluster, image: str) -> None:
         res = srun(cluster, f"--container-name={name}", "cat /etc/env-marker")
         assert last_line(res) == "e", res
     finally:
-        cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node=NODE,
+        cluster.run(f"/usr/bin/enroot remove -f pyxis_{name}", node=NODE,
                     check=False)
 
 

@@ -85,8 +85,8 @@ def test_pyxis_plugstack_container_scope_defaults_to_global(cluster: Cluster,
                     if not a.startswith("container_scope="))
     with plugstack_args(cluster, args):
         srun(cluster, f"--container-image={image} --container-name={name}", "true")
-    listed = cluster.run("/opt/enroot-test-runtime/bin/enroot list", node=NODE).out.split()
-    cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node=NODE,
+    listed = cluster.run("/usr/bin/enroot list", node=NODE).out.split()
+    cluster.run(f"/usr/bin/enroot remove -f pyxis_{name}", node=NODE,
                 check=False)
     assert f"pyxis_{name}" in listed, listed
 
@@ -166,7 +166,7 @@ def test_pyxis_plugstack_use_enroot_load(cluster: Cluster, tools: str) -> None: 
     greeting, step = res.out.split()[-3:-1]
     assert greeting == "from-the-image" and last_line(res) == "/work/here", res
     assert not cached.exists(), "use_enroot_load=1 went through sqshbuild's shared cache"
-    listed = cluster.run("/opt/enroot-test-runtime/bin/enroot list", node=NODE).out
+    listed = cluster.run("/usr/bin/enroot list", node=NODE).out
     assert step not in listed, f"the loaded container was left behind: {listed}"
 
 

@@ -3,7 +3,7 @@
 - Seccomp: unprivileged tasks run under a filter that makes the chown/setuid/setgid/
   setgroups families return success (`Seccomp: 2`), as Enroot's enroot-nsenter and Pyxis
   install it, so package managers work without real root.
-- The Enroot test runtime behaves as Enroot where Pyxis's users notice: the image's files
+- Enroot (the nodes run Enroot 4.1.2) gives what Pyxis's users notice: the image's files
   appear owned by the user (Enroot's `squashfuse -o uid=,gid=`), its standard hooks run
   (10-home, 10-shadow, 10-aptfix, and the site-enabled 50-slurm-pmi for --mpi=pmix).
 """

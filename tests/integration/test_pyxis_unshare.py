@@ -141,7 +141,7 @@ def test_pyxis_container_unshare_joined_by_a_named_step(cluster: Cluster, image:
         assert last_line(with_flag) == held, with_flag
     finally:
         end_job(cluster, jobid)
-        cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node=NODE,
+        cluster.run(f"/usr/bin/enroot remove -f pyxis_{name}", node=NODE,
                     check=False)
 
 
@@ -161,7 +161,7 @@ def test_pyxis_container_unshare_on_a_running_container_without_it_fails(cluster
         assert any("network namespace" in line for line in error_lines(res)), res
     finally:
         end_job(cluster, jobid)
-        cluster.run(f"/opt/enroot-test-runtime/bin/enroot remove -f pyxis_{name}", node=NODE,
+        cluster.run(f"/usr/bin/enroot remove -f pyxis_{name}", node=NODE,
                     check=False)
 
 

@@ -151,7 +151,7 @@ def test_two_nodes_build_at_once_one_download(cluster: Cluster, tools: str):
     assert "GREETING=from-the-image" in env
 
     # The runtime runs the entrypoint (with CMD when no arguments) in WORKDIR ...
-    enroot = "/opt/enroot-test-runtime/bin/enroot"
+    enroot = "/usr/bin/enroot"
     out = cluster.run(f"{enroot} start {image}", node="node3").out
     assert out.strip().splitlines()[-1] == "hello from-the-image from /work/here args:default-arg"
     out = cluster.run(f"{enroot} start {image} one two", node="node3").out

@@ -23,7 +23,7 @@ def test_defaults():
 
 
 def test_every_key_can_be_set():
-    args = ["runtime_path=/run/sq", "enroot=/opt/enroot-test-runtime/bin/enroot",
+    args = ["runtime_path=/run/sq", "enroot=/usr/bin/enroot",
             "sqshbuild=/usr/bin/sqshbuild", "image_cache=/fsx/cache", "container_scope=global",
             "execute_entrypoint=1", "efa=require", "efa_sysfs_root=/tmp/sys",
             "efa_dev_root=/tmp/dev", "efa_opt_root=/tmp/opt", "sbatch_support=0",
@@ -32,7 +32,7 @@ def test_every_key_can_be_set():
             "container_name_strict=1", "container_reuse=0",
             "local_cache=/scratch/sq", "local_cache_gb=0", "local_cache_max_nodes=0"]
     assert parse_plugstack_args(args) == {
-        "runtime_path": "/run/sq", "enroot": "/opt/enroot-test-runtime/bin/enroot",
+        "runtime_path": "/run/sq", "enroot": "/usr/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
         "container_scope": "global", "execute_entrypoint": True, "efa": "require",
         "efa_sysfs_root": "/tmp/sys", "efa_dev_root": "/tmp/dev", "efa_opt_root": "/tmp/opt",

@@ -1,10 +1,11 @@
 """squall-layer (spank/hooks/squall-layer.c): a fresh layer per step on a kept container.
 
-A container is started with the Enroot test runtime (real namespaces, squashfuse, kernel
-overlayfs) and stopped as the plugin keeps it; squall-layer is run the way the plugin runs
-it (fds 3-6), and processes then join its mount namespace as tasks do. What one layer
-writes - in the root and in the runtime's tmpfs mounts - no other layer and not the kept
-container sees; everything else (binds, /proc) is there as in the container. Root only.
+A container is started with the real Enroot on the host (tests/unit/enroot_host.py: real
+namespaces, squashfuse, kernel overlayfs) and stopped as the plugin keeps it; squall-layer is
+run the way the plugin runs it (fds 3-6), and processes then join its mount namespace as
+tasks do. What one layer writes - in the root and in the runtime's tmpfs mounts - no other
+layer and not the kept container sees; everything else (binds, /proc) is there as in the
+container. Root only.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import signal
 import subprocess
 from pathlib import Path
 
+import enroot_host as rt
 import pytest
-import test_enroot_test_runtime as rt
 
 from squall._core import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[2]
 prerequisites, base_tree, env, image = rt.prerequisites, rt.base_tree, rt.env, rt.image
+# Enroot mounts a tmpfs only on a directory that exists, unless told to create it.
+SCRATCH = "tmpfs:/mnt/scratch:tmpfs:x-create=dir"
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +97,7 @@ class Layer:
 
 @pytest.fixture()
 def kept_rw(env, image):
-    k = Kept(dict(env, ENROOT_ROOTFS_WRITABLE="y"), image, "-m", "tmpfs:/mnt/scratch:tmpfs")
+    k = Kept(dict(env, ENROOT_ROOTFS_WRITABLE="y"), image, "-m", SCRATCH)
     yield k
     k.close()
 
@@ -123,7 +126,7 @@ def test_each_layer_has_its_own_writable_root_and_tmpfs(layer_bin, kept_rw):
 
 
 def test_read_only_container_gives_read_only_layers_with_fresh_tmpfs(layer_bin, env, image):
-    k = Kept(dict(env, ENROOT_ROOTFS_WRITABLE="n"), image, "-m", "tmpfs:/mnt/scratch:tmpfs")
+    k = Kept(dict(env, ENROOT_ROOTFS_WRITABLE="n"), image, "-m", SCRATCH)
     try:
         a, b = Layer(layer_bin, k), Layer(layer_bin, k)
         try:
