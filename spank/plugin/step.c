@@ -22,6 +22,7 @@
 #include "mounts.h"
 #include "mounts_exist.h"
 #include "named.h"
+#include "pmix.h"
 #include "report.h"
 #include "running.h"
 #include "safeopen.h"
@@ -219,23 +220,30 @@ static char *efa_user_set(char *const job_env[])
 	return csv;
 }
 
-/* The conf file's mounts: the batch script, then --container-mounts. 0 ok, -1 (error
- * kept). */
-static int conf_mounts(struct sq_step *s, const char *cwd, const char *batch_script,
-		       char ***mount_lines, size_t *nm)
+/* The conf file's mounts: the batch script, slurmd's spool directory for PMIx, then
+ * --container-mounts. 0 ok, -1 (error kept). */
+static int conf_mounts(struct sq_step *s, char *const job_env[], const char *cwd,
+		       const char *batch_script, char ***mount_lines, size_t *nm)
 {
 	struct sq_mount_list mounts = { 0 };
-	char err[1024];
+	char err[1024], bind[PATH_MAX * 2 + 8];
 
 	if (batch_script != NULL) {
 		/* The batch script lives in slurmd's spool directory on the host: bind it
 		 * read-only at the same path so Slurm can exec it inside the container. */
-		char bind[PATH_MAX * 2 + 8], msg[1200];
+		char msg[1200];
 		snprintf(bind, sizeof(bind), "%s:%s:ro", batch_script, batch_script);
 		if (sq_mounts_parse(bind, NULL, &mounts, err, sizeof(err)) < 0) {
 			sq_errf(msg, sizeof(msg), "cannot bind the batch script: %s", err);
 			return sq_step_fail(s, msg);
 		}
+		for (size_t i = 0; i < mounts.count; i++)
+			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
+		sq_mounts_free(&mounts);
+	}
+	if (s->pmix && sq_pmix_spool_bind(job_env, bind, sizeof(bind)) == 0 &&
+	    sq_mounts_parse(bind, NULL, &mounts, err, sizeof(err)) == 0) {
+		/* PMIx: every step's server directory appears below it (pmix.h). */
 		for (size_t i = 0; i < mounts.count; i++)
 			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
 		sq_mounts_free(&mounts);
@@ -297,7 +305,7 @@ static int build_conf(struct sq_step *s, char *const job_env[], const char *cwd,
 	char err[1024], **keep = NULL;
 	size_t ne = 0, nm = 0;
 
-	if (conf_mounts(s, cwd, batch_script, mount_lines, &nm) < 0)
+	if (conf_mounts(s, job_env, cwd, batch_script, mount_lines, &nm) < 0)
 		return -1;
 	/* --container-env: the entrypoint and the runtime's hooks see the host's values. */
 	if (sq_env_keep_lines(job_env, s->opt->env, &keep, err, sizeof(err)) < 0)
@@ -518,6 +526,11 @@ static void after_start(struct sq_step *s)
 			return;
 		}
 	}
+	/* Slurm's PMIx: the step's own directory, in a kept container's later steps too. A
+	 * step that runs no MPI program under MpiDefault=pmix must not fail for it. */
+	if (s->pmix && sq_pmix_bind_appdir(s->ctr.ns_mnt, s->uid, s->gid, s->jobid, s->stepid,
+					   err, sizeof(err)) < 0)
+		sq_step_warn(s, err);
 	if (sq_running_record(s->runtime_dir, s->step_name, s->ctr.pid, s->ctr.starttime,
 			      s->holder.pid > 0 ? s->holder.pid : 0, s->holder.starttime, err,
 			      sizeof(err)) < 0 ||
@@ -690,6 +703,7 @@ void sq_step_user_init(struct sq_step *s, spank_t sp)
 
 	sq_phase_begin();
 	spank_get_item(sp, S_JOB_ENV, &job_env);
+	s->pmix = sq_pmix_step(job_env);
 	if (getcwd(cwd, sizeof(cwd)) == NULL)
 		snprintf(cwd, sizeof(cwd), "/");
 	if (prepare(s, job_env, cwd) < 0 || resolve(s, cwd) != 0)
@@ -729,6 +743,11 @@ static void say_warnings(struct sq_step *s)
 
 /* Phase 5, join: the task enters the container (and its unshared namespaces) and takes
  * its environment. 0 ok, -1 said on the task's stderr. */
+static void set_task_env(void *sp, const char *key, const char *value)
+{
+	spank_setenv((spank_t)sp, key, value, 1);
+}
+
 static int join_task(struct sq_step *s, spank_t sp, uint32_t global_id)
 {
 	char err[1024];
@@ -754,6 +773,8 @@ static int join_task(struct sq_step *s, spank_t sp, uint32_t global_id)
 		spank_setenv(sp, overlay[i], eq + 1, 1);
 	}
 	sq_env_free(overlay);
+	if (s->pmix)
+		sq_pmix_task_env(task_env, set_task_env, sp);
 	/* As Pyxis: unprivileged tasks run under Enroot's seccomp filter (seccomp.h). */
 	if (s->uid != 0 && sq_seccomp_install(err, sizeof(err)) < 0) {
 		sq_report_now("squall: error: ", "task %u: %s", (unsigned)global_id, err);

@@ -79,6 +79,7 @@ struct sq_step {
 	struct sq_container ctr;
 	int verbose;
 	int entrypoint_log;
+	int pmix;                   /* Slurm's mpi/pmix runs the step (pmix.h) */
 	int saved;                  /* --container-save done */
 	uint32_t exited;            /* tasks of this node that have exited */
 	const char *served;         /* how the step got its container, for the verbose log */
