@@ -7,7 +7,7 @@ Three questions, each answered side by side in one run, medians:
     files of 4-64 KB on the local disk, read once before so it is in the page cache, with
     `tar -cf - DIR | wc -c`) and a CPU loop (python). Extractions: the old one (`unsquashfs`
     at nice 19 and ioprio idle, what squall ran before) and the new, governed one
-    (`sq_extracted_build`, spank/plugin/extracted.c, through spank/plugin/tests/
+    (`sq_extracted_build`, spank/keeper/extracted.c, through spank/keeper/tests/
     cache_probe.c). Target: within 1.15x of the idle node.
 (b) **How many short jobs until the node has the tree?** A "job" runs the extraction for
     T seconds, then SIGKILLs its session, as a job's end does; repeated until the tree
@@ -63,9 +63,10 @@ def med(xs: list[float]) -> float:
 def build_probe(work: Path) -> Path:
     out = work / "cache_probe"
     core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
-    sh("gcc", "-std=gnu11", "-O2", f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o",
-       out, ROOT / "spank/plugin/tests/cache_probe.c", ROOT / "spank/plugin/extracted.c",
-       *core, timeout=300)
+    keeper = [ROOT / f"spank/keeper/{f}" for f in ("extracted.c", "governor.c", "resume.c")]
+    sh("gcc", "-std=gnu11", "-O2", f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin",
+       f"-I{ROOT}/spank/keeper", "-o", out, ROOT / "spank/keeper/tests/cache_probe.c",
+       *keeper, *core, timeout=300)
     return out
 
 
@@ -373,7 +374,7 @@ HEADER = """# The node-local cache's extraction beside a job's steps (issue 22)
 Written by `bench/bench_extract_yield.py` (what each part measures: its docstring), one
 section per stored run (bench/results/extract-yield.json). Run on the development host
 directly, not on the mini cluster: 2 CPUs, as root, the programs a node runs (unsquashfs
-4.5.1, squashfuse, spank/plugin/extracted.c through spank/plugin/tests/cache_probe.c).
+4.5.1, squashfuse, spank/keeper/extracted.c through spank/keeper/tests/cache_probe.c).
 Another engineer's mini cluster ran on the same host meanwhile, keeping about one CPU busy:
 for the governor that is work beside the extraction, so the new extraction ran at its floor
 much of the time, and the timings are noisy (hence the alternating rounds and the paired

@@ -13,32 +13,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "pidfd.h"
 #include "procstat.h"
 #include "reap.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 #ifndef NS_GET_USERNS
 #define NS_GET_USERNS 0xb701          /* _IO(0xb7, 0x1), linux/nsfs.h */
 #endif
 #ifndef NS_GET_NSTYPE
 #define NS_GET_NSTYPE 0xb703          /* _IO(0xb7, 0x3) */
 #endif
-
-/* The core is built without the plugin's pidfd.c (cffi, squall-layer): raw syscalls. */
-static int pidfd_open_(long pid)
-{
-	return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-}
-
-static int pidfd_signal_(int pidfd, int sig)
-{
-	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
 
 /* A signed decimal number at s[*i..len); advances *i. */
 static int read_long(const char *s, size_t len, size_t *i, long *out)
@@ -161,7 +145,7 @@ typedef int (*match_fn)(long pid, const void *arg);
  */
 static int held_pidfd(long pid)
 {
-	return pid > 0 ? pidfd_open_(pid) : -1;
+	return pid > 0 ? sq_pidfd_open((pid_t)pid) : -1;
 }
 
 /* A pinned descriptor of pid's mount namespace when match(pid) holds and pid is uid's;
@@ -176,7 +160,7 @@ static int pin_if(long pid, long uid, match_fn match, const void *arg)
 	snprintf(path, sizeof(path), "/proc/%ld/ns/mnt", pid);
 	if ((match == NULL || match(pid, arg)) && sq_proc_owned_by(pid, uid))
 		nsfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (nsfd >= 0 && (!sq_proc_owned_by(pid, uid) || pidfd_signal_(pidfd, 0) < 0)) {
+	if (nsfd >= 0 && (!sq_proc_owned_by(pid, uid) || sq_pidfd_signal(pidfd, 0) < 0)) {
 		close(nsfd);
 		nsfd = -1;
 	}
@@ -208,7 +192,7 @@ static int reap_where(match_fn match, const void *arg, long except)
 			continue;
 		if ((pidfd = held_pidfd(pid)) < 0)
 			continue;
-		if (match(pid, arg) && pidfd_signal_(pidfd, SIGKILL) == 0)
+		if (match(pid, arg) && sq_pidfd_signal(pidfd, SIGKILL) == 0)
 			count++;
 		close(pidfd);
 	}

@@ -16,7 +16,7 @@
 
 #include "config.h"
 #include "env.h"
-#include "extracted.h"
+#include "extracted_name.h"
 #include "hooktext.h"
 #include "kept.h"
 #include "lifecycle.h"

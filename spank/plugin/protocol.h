@@ -3,7 +3,7 @@
  * and squall-layer, in one place. Both helpers are started by sq_spawn_detached
  * (runcmd.h), which places the descriptors it is given at SQ_FD_PASSED and up, in order.
  *
- * A step's container, under its keeper (keeper.h, keeper.c; hooks/squall-keeper.c):
+ * A step's container, under its keeper (keeper.h, keeper.c; keeper/squall-keeper.c):
  *   squall-keeper [--job SOCKET IDLE_S] [--use-cache ...|--fill-cache ...] RUNTIME ARGS...
  *   fd KEEPER_FD_CONTROL  a SOCK_SEQPACKET socket to the plugin:
  *     keeper -> plugin  "started KPID PID" + pidfds of the keeper and of the runtime

@@ -1,4 +1,4 @@
-"""squall-keeper (spank/hooks/squall-keeper.c), driven the way the plugin drives it.
+"""squall-keeper (spank/keeper/squall-keeper.c), driven the way the plugin drives it.
 
 The keeper holds a container's runtime outside slurmstepd's process tree: it runs the
 runtime with the job signals ignored, in a process group of its own, reports when its first
@@ -28,19 +28,15 @@ FAKE_RUNTIME = ["/bin/sh", "-c", "sleep 300 & echo $! >\"$1\"; kill -STOP $$; ex
 
 @pytest.fixture(scope="module")
 def keeper(tmp_path_factory) -> Path:
-    """Built from the sources as spank/Makefile builds it (core objects, plugin pidfd.c,
-    extracted.c and sentinel.c)."""
+    """Built from the sources as spank/Makefile builds it (spank/keeper/*.c and the core)."""
     out = tmp_path_factory.mktemp("keeper") / "squall-keeper"
+    sources = sorted(str(p) for p in (ROOT / "spank/keeper").glob("*.c"))
     core = sorted(str(p) for p in (ROOT / "spank/core").glob("*.c"))
     # make asan sets SQUALL_TEST_CFLAGS: the keeper is built with the sanitizers too
     subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2",
                     *os.environ.get("SQUALL_TEST_CFLAGS", "").split(),
-                    f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", "-o", str(out),
-                    str(ROOT / "spank/hooks/squall-keeper.c"),
-                    str(ROOT / "spank/plugin/pidfd.c"), str(ROOT / "spank/plugin/extracted.c"),
-                    str(ROOT / "spank/plugin/sentinel.c"), str(ROOT / "spank/plugin/governor.c"),
-                    str(ROOT / "spank/plugin/resume.c"),
-                    *core], check=True)
+                    f"-I{ROOT}/spank/core", f"-I{ROOT}/spank/plugin", f"-I{ROOT}/spank/keeper",
+                    "-o", str(out), *sources, *core], check=True)
     return out
 
 

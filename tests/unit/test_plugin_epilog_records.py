@@ -23,7 +23,7 @@ from plugin_probe import build_probe
 @pytest.fixture(scope="module")
 def records_probe(tmp_path_factory) -> Path:
     return build_probe(tmp_path_factory.mktemp("records") / "records_probe", "records_probe.c",
-                       "keeper.c", "running.c", "pidfd.c", "runcmd.c")
+                       "keeper.c", "running.c", "runcmd.c")
 
 
 def run(*argv: str | Path) -> dict[str, str]:

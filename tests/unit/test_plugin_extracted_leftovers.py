@@ -3,8 +3,8 @@
 The next extraction (and every eviction) removes dead extractions `KEY.tmp-PID`: the process
 gone, a zombie (`kill(pid, 0)` says a zombie is alive), or nobody holding the key's lock (the
 PID reused); live extractions count toward `local_cache_gb` while they run; a FIFO or link
-planted as `KEY.size` neither blocks nor redirects the eviction (spank/plugin/extracted.c,
-through spank/plugin/tests/cache_probe.c, under a timeout).
+planted as `KEY.size` neither blocks nor redirects the eviction (spank/keeper/extracted.c,
+through spank/keeper/tests/cache_probe.c, under a timeout).
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from plugin_probe import build_probe
+from plugin_probe import build_cache_probe
 
 
 @pytest.fixture(scope="module")
 def cache_probe(tmp_path_factory) -> Path:
-    return build_probe(tmp_path_factory.mktemp("cache") / "cache_probe", "cache_probe.c",
-                       "extracted.c", "governor.c", "resume.c")
+    return build_cache_probe(tmp_path_factory.mktemp("cache") / "cache_probe")
 
 
 def run(*argv: str | Path) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """The node-local copy of an image has the image's modes, and a cut before it is published
 is resumed, not thrown away (issue 30).
 
-The keeper extracts as the job's user, not root (spank/plugin/extracted.c, through
-spank/plugin/tests/cache_probe.c, with the real unsquashfs and mksquashfs), so these tests
+The keeper extracts as the job's user, not root (spank/keeper/extracted.c, through
+spank/keeper/tests/cache_probe.c, with the real unsquashfs and mksquashfs), so these tests
 run the probe as `nobody` (setpriv) with umask 077 in effect, as the keeper's was, on a
 cache directory that user owns:
 
@@ -32,14 +32,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from plugin_probe import build_probe
+from plugin_probe import build_cache_probe
 from test_plugin_extracted_resume import KEY, RECENT, inodes, kill_session
 
 from gate import need_root, need_tool
 
 NOBODY = 65534
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-SOURCES = ("cache_probe.c", "extracted.c", "governor.c", "resume.c")
 # Entries with modes that a copy made by a user with umask 077 got wrong.
 SPECIAL = {"usr/bin/passwd": 0o4755, "usr/bin/wall": 0o2755, "etc/shadow": 0o640,
            "secret": 0o600, "ro/inside": 0o644, "sgid-dir/file": 0o2711,
@@ -65,8 +64,8 @@ def probes(shared) -> dict[str, Path]:
     need_tool("mksquashfs", "squashfs-tools")
     need_tool("unsquashfs", "squashfs-tools")
     need_root("runs the probe as nobody: root switches to it")
-    plain = build_probe(shared / "cache_probe", *SOURCES)
-    cut = build_probe(shared / "cache_probe_cut", *SOURCES,
+    plain = build_cache_probe(shared / "cache_probe")
+    cut = build_cache_probe(shared / "cache_probe_cut",
                       cflags=("-DSQ_TEST_CUT_BEFORE_PUBLISH",))
     for p in (plain, cut):
         p.chmod(0o755)

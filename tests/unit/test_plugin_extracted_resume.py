@@ -1,7 +1,7 @@
 """An extraction cut short is resumed, and it yields to the work beside it (issue 22).
 
-The node-local cache's extraction (spank/plugin/extracted.c, through
-spank/plugin/tests/cache_probe.c) with the real unsquashfs and mksquashfs:
+The node-local cache's extraction (spank/keeper/extracted.c, through
+spank/keeper/tests/cache_probe.c) with the real unsquashfs and mksquashfs:
 
 - a job's end kills the extraction (SIGKILL); the next extraction continues the partial tree
   `KEY.part` instead of starting over: the files already complete stay (same inodes), and
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
-from plugin_probe import build_probe
+from plugin_probe import build_cache_probe
 from test_plugin_extracted_leftovers import Held
 
 from gate import need_tool
@@ -46,8 +46,7 @@ def run(*argv: str | Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cache_probe(tmp_path_factory) -> Path:
-    return build_probe(tmp_path_factory.mktemp("resume") / "cache_probe", "cache_probe.c",
-                       "extracted.c", "governor.c", "resume.c")
+    return build_cache_probe(tmp_path_factory.mktemp("resume") / "cache_probe")
 
 
 @pytest.fixture()

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.needs_root("namespaces and mounts")
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
     return build_probe(tmp_path_factory.mktemp("ipcdev") / "probe", "ipcdev_probe.c",
-                       "nsholder.c", "ipcdev.c", "pidfd.c")
+                       "nsholder.c", "ipcdev.c")
 
 
 @pytest.fixture()

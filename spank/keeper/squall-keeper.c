@@ -45,18 +45,46 @@
  * slurmstepd's process tree is what keeps it from the runtime. */
 static const int job_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM };
 
-static pid_t runtime = -1;
-static int sigfd = -1;
+/* One step using the container: its connection and the mount namespace of its layer. */
+struct client {
+	int fd;
+	int waiting;            /* asked to attach before the runtime was ready */
+	int layer;              /* a descriptor of its layer's mount namespace, or -1 */
+};
+
+#define MAX_CLIENTS 256
+
 /* The node-local cache of extracted images (extracted.h): start from it, or fill it. */
-static const char *use_dir, *use_key, *use_data;
-static const char *fill_dir, *fill_key, *fill_image, *fill_tool;
-static unsigned long long fill_max;
-/* The container's mount namespace, held from the runtime's stop on: while it is open the
- * namespace's number is not freed, so reaping by it never reaches a namespace made since
- * (the kernel gives a freed one's number to the next namespace at once; issue 30). */
-static int ns_fd = -1;
-/* A kept container's stand-in in `enroot list -f` (sentinel.h). */
-static struct sq_sentinel sentinel = { -1, -1 };
+struct cache_use {
+	const char *dir, *key, *data;
+};
+struct cache_fill {
+	const char *dir, *key, *image, *tool;
+	unsigned long long max;
+};
+
+/* Everything the keeper knows: its settings and the state of its loop. */
+struct keeper {
+	int job;               /* --job: kept for the job, steps connect to listen_path */
+	int idle_s;            /* --job: end after this long without a step */
+	int stepd;             /* the slurmstepd's pidfd (KEEPER_FD_STEPD), or -1 */
+	int stopped;           /* the runtime's first process stopped itself: ready */
+	int status;            /* its exit status, once it exited */
+	double idle_since;     /* when the last step left, or -1 */
+	pid_t runtime;         /* the runtime's first process, or -1 */
+	int sigfd;             /* SIGCHLD */
+	/* The container's mount namespace, held from the runtime's stop on: while it is open
+	 * the namespace's number is not freed, so reaping by it never reaches a namespace
+	 * made since (the kernel gives a freed one's number to the next at once; issue 30). */
+	int ns_fd;
+	struct cache_use use;
+	struct cache_fill fill;
+	struct sq_sentinel sentinel;   /* a kept container's stand-in in `enroot list -f` */
+	const char *listen_path;
+	int listen_fd;
+	struct client clients[MAX_CLIENTS];
+	int nclients;
+};
 
 static void say(int sock, const char *text, const int *fds, int nfds)
 {
@@ -81,12 +109,12 @@ static void say(int sock, const char *text, const int *fds, int nfds)
 		;
 }
 
-static void start_runtime(char **argv)
+static void start_runtime(struct keeper *k, char **argv)
 {
 	sigset_t none;
 
-	runtime = fork();
-	if (runtime != 0)
+	k->runtime = fork();
+	if (k->runtime != 0)
 		return;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -96,11 +124,11 @@ static void start_runtime(char **argv)
 	setpgid(0, 0);
 	close(KEEPER_FD_CONTROL);
 	close(KEEPER_FD_STEPD);
-	close(sigfd);
-	if (use_dir != NULL) {
-		if (sq_extracted_mount(use_dir, use_key, use_data, "rootfs") < 0)
+	close(k->sigfd);
+	if (k->use.dir != NULL) {
+		if (sq_extracted_mount(k->use.dir, k->use.key, k->use.data, "rootfs") < 0)
 			_exit(126);
-		setenv("ENROOT_DATA_PATH", use_data, 1);
+		setenv("ENROOT_DATA_PATH", k->use.data, 1);
 	}
 	execv(argv[0], argv);
 	fprintf(stderr, "squall: " PROG " cannot execute %s: %s\n", argv[0], strerror(errno));
@@ -109,19 +137,20 @@ static void start_runtime(char **argv)
 
 /* Collect the runtime's state changes. Returns 'S' stopped, 'X' exited (status in
  * *status), 0 nothing new. */
-static int runtime_event(int *status)
+static int runtime_event(struct keeper *k, int *status)
 {
 	siginfo_t si;
 
 	for (;;) {
 		struct signalfd_siginfo ssi;
-		if (read(sigfd, &ssi, sizeof(ssi)) != (ssize_t)sizeof(ssi))
+		if (read(k->sigfd, &ssi, sizeof(ssi)) != (ssize_t)sizeof(ssi))
 			break;
 	}
-	if (runtime <= 0)
+	if (k->runtime <= 0)
 		return 0;
 	memset(&si, 0, sizeof(si));
-	if (waitid(P_PID, (id_t)runtime, &si, WEXITED | WSTOPPED | WNOHANG) < 0 || si.si_pid == 0)
+	if (waitid(P_PID, (id_t)k->runtime, &si, WEXITED | WSTOPPED | WNOHANG) < 0 ||
+	    si.si_pid == 0)
 		return 0;
 	if (si.si_code == CLD_STOPPED)
 		return 'S';
@@ -129,23 +158,23 @@ static int runtime_event(int *status)
 		*status = (si.si_status & 0xff) << 8;
 	else
 		*status = si.si_status & 0x7f;   /* killed or dumped: as waitpid's WTERMSIG */
-	runtime = -1;
+	k->runtime = -1;
 	return 'X';
 }
 
 /* Extract the image into the cache in the background, in the keeper's session (so it
  * ends with the container when the job does, leaving a partial tree KEY.part that the
  * next job's extraction resumes), yielding to the job's steps (extracted.h). */
-static void fill_cache(void)
+static void fill_cache(const struct keeper *k)
 {
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		if (fork() == 0) {
 			close(KEEPER_FD_CONTROL);
-			close(sigfd);
-			_exit(sq_extracted_build(fill_dir, fill_key, fill_image, fill_tool,
-						 fill_max) == 0 ? 0 : 1);
+			close(k->sigfd);
+			_exit(sq_extracted_build(k->fill.dir, k->fill.key, k->fill.image,
+						 k->fill.tool, k->fill.max) == 0 ? 0 : 1);
 		}
 		_exit(0);
 	}
@@ -167,43 +196,43 @@ static void nap_ms(long ms)
 }
 
 /* End the container; never returns. */
-static void teardown(int stepd_gone)
+static void teardown(struct keeper *k, int stepd_gone)
 {
 	int status;
 
-	if (stepd_gone && ns_fd >= 0) {
+	if (stepd_gone && k->ns_fd >= 0) {
 		/* Nobody will end the tasks that joined the container: they go with it. */
-		sq_reap_mntns(ns_fd, (long)getuid(), (long)runtime);
-	} else if (ns_fd >= 0) {
+		sq_reap_mntns(k->ns_fd, (long)getuid(), (long)k->runtime);
+	} else if (k->ns_fd >= 0) {
 		/* Not reaped by: let the namespace go with the runtime, as without a keeper. */
-		close(ns_fd);
-		ns_fd = -1;
+		close(k->ns_fd);
+		k->ns_fd = -1;
 	}
-	if (runtime > 0) {
-		struct pollfd p = { sigfd, POLLIN, 0 };
+	if (k->runtime > 0) {
+		struct pollfd p = { k->sigfd, POLLIN, 0 };
 		int waited = 0;
 
 		/* The runtime's first process stopped itself: let it run on to its exit, and
 		 * the runtime takes its mounts down as it does at the end of any container. */
-		kill(runtime, SIGCONT);
-		while (runtime > 0 && waited < CONT_GRACE_MS) {
-			if (runtime_event(&status) == 'X')
+		kill(k->runtime, SIGCONT);
+		while (k->runtime > 0 && waited < CONT_GRACE_MS) {
+			if (runtime_event(k, &status) == 'X')
 				break;
 			poll(&p, 1, 50);
 			waited += 50;
 		}
-		if (runtime > 0) {
-			kill(runtime, SIGKILL);
-			while (waitpid(runtime, &status, 0) < 0 && errno == EINTR)
+		if (k->runtime > 0) {
+			kill(k->runtime, SIGKILL);
+			while (waitpid(k->runtime, &status, 0) < 0 && errno == EINTR)
 				;
-			runtime = -1;
+			k->runtime = -1;
 		}
 	}
 	/* Whatever the runtime left in the session (FUSE daemons, Enroot's shim, hooks). */
 	for (int round = 0; round < REAP_ROUNDS; round++) {
 		int n = sq_reap_session((long)getpid(), (long)getuid(), -1);
-		if (ns_fd >= 0) {
-			int r = sq_reap_mntns(ns_fd, (long)getuid(), -1);
+		if (k->ns_fd >= 0) {
+			int r = sq_reap_mntns(k->ns_fd, (long)getuid(), -1);
 			n += r > 0 ? r : 0;
 		}
 		while (waitpid(-1, &status, WNOHANG) > 0)
@@ -215,27 +244,15 @@ static void teardown(int stepd_gone)
 	_exit(0);
 }
 
-/* One step using the container: its connection and the mount namespace of its layer. */
-struct client {
-	int fd;
-	int waiting;            /* asked to attach before the runtime was ready */
-	int layer;              /* a descriptor of its layer's mount namespace, or -1 */
-};
 
-#define MAX_CLIENTS 256
-static struct client clients[MAX_CLIENTS];
-static int nclients;
-static int listen_fd = -1;
-static const char *listen_path;
-
-static void attach_reply(struct client *c)
+static void attach_reply(const struct keeper *k, struct client *c)
 {
 	char text[96];
 	int own[2];
 
 	own[0] = sq_pidfd_open(getpid());
-	own[1] = sq_pidfd_open(runtime);
-	snprintf(text, sizeof(text), KEEPER_MSG_ATTACHED " %d %d", (int)getpid(), (int)runtime);
+	own[1] = sq_pidfd_open(k->runtime);
+	snprintf(text, sizeof(text), KEEPER_MSG_ATTACHED " %d %d", (int)getpid(), (int)k->runtime);
 	say(c->fd, text, own, (own[0] >= 0 && own[1] >= 0) ? 2 : 0);
 	if (own[0] >= 0)
 		close(own[0]);
@@ -245,40 +262,42 @@ static void attach_reply(struct client *c)
 }
 
 /* The step is gone without saying goodbye: its tasks are orphans in its layer. */
-static void drop_client(int i, int orphaned)
+static void drop_client(struct keeper *k, int i, int orphaned)
 {
-	if (orphaned && clients[i].layer >= 0)
-		sq_reap_mntns(clients[i].layer, (long)getuid(), -1);
-	if (clients[i].layer >= 0)
-		close(clients[i].layer);
-	close(clients[i].fd);
-	clients[i] = clients[--nclients];
+	struct client *c = &k->clients[i];
+
+	if (orphaned && c->layer >= 0)
+		sq_reap_mntns(c->layer, (long)getuid(), -1);
+	if (c->layer >= 0)
+		close(c->layer);
+	close(c->fd);
+	*c = k->clients[--k->nclients];
 }
 
-static void end_all(int stepd_gone)
+static void end_all(struct keeper *k, int stepd_gone)
 {
-	for (int i = nclients - 1; i >= 0; i--)
-		drop_client(i, 1);
-	if (listen_path != NULL)
-		unlink(listen_path);
-	teardown(stepd_gone);
+	for (int i = k->nclients - 1; i >= 0; i--)
+		drop_client(k, i, 1);
+	if (k->listen_path != NULL)
+		unlink(k->listen_path);
+	teardown(k, stepd_gone);
 }
 
-static void accept_client(void)
+static void accept_client(struct keeper *k)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(k->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 
 	if (fd < 0)
 		return;
 	/* Only the job user (and root) may use the container. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-	    (cred.uid != getuid() && cred.uid != 0) || nclients == MAX_CLIENTS) {
+	    (cred.uid != getuid() && cred.uid != 0) || k->nclients == MAX_CLIENTS) {
 		close(fd);
 		return;
 	}
-	clients[nclients++] = (struct client){ fd, 0, -1 };
+	k->clients[k->nclients++] = (struct client){ fd, 0, -1 };
 }
 
 /* A message from sock without waiting, and the descriptor sent with it (else *fd = -1).
@@ -323,11 +342,11 @@ static void take_layer(struct client *c, int fd)
 }
 
 /* A message (or the end) from client i. Returns 1 when the container must end. */
-static int client_says(int i, int stopped, int job, int stepd)
+static int client_says(struct keeper *k, int i)
 {
 	char buf[128];
 	int fd;
-	ssize_t n = hear_with_fd(clients[i].fd, buf, sizeof(buf), &fd);
+	ssize_t n = hear_with_fd(k->clients[i].fd, buf, sizeof(buf), &fd);
 
 	if (fd >= 0 && strncmp(buf, KEEPER_MSG_LAYER " ", strlen(KEEPER_MSG_LAYER) + 1) != 0) {
 		close(fd);
@@ -337,26 +356,26 @@ static int client_says(int i, int stopped, int job, int stepd)
 	if (n < 0)
 		return 0;                 /* EAGAIN, EINTR: nothing yet */
 	if (n == 0) {
-		if (!job) {
+		if (!k->job) {
 			/* Closed without a word: slurmstepd is going (its files close before
 			 * its pidfd says so), or the plugin failed. */
-			struct pollfd p = { stepd, POLLIN, 0 };
-			end_all(stepd >= 0 && poll(&p, 1, 2000) > 0);
+			struct pollfd p = { k->stepd, POLLIN, 0 };
+			end_all(k, k->stepd >= 0 && poll(&p, 1, 2000) > 0);
 		}
-		drop_client(i, 1);
+		drop_client(k, i, 1);
 		return 0;
 	}
 	if (strcmp(buf, KEEPER_MSG_STOP) == 0)
 		return 1;
 	if (strcmp(buf, KEEPER_MSG_ATTACH) == 0) {
-		if (stopped)
-			attach_reply(&clients[i]);
+		if (k->stopped)
+			attach_reply(k, &k->clients[i]);
 		else
-			clients[i].waiting = 1;
+			k->clients[i].waiting = 1;
 	} else if (strncmp(buf, KEEPER_MSG_LAYER " ", strlen(KEEPER_MSG_LAYER) + 1) == 0) {
-		take_layer(&clients[i], fd);
+		take_layer(&k->clients[i], fd);
 	} else if (strcmp(buf, KEEPER_MSG_BYE) == 0) {
-		drop_client(i, 0);
+		drop_client(k, i, 0);
 	}
 	return 0;
 }
@@ -388,16 +407,6 @@ static int listen_on(const char *path)
 	return fd;
 }
 
-/* The keeper's settings and the state of its loop. */
-struct keeper {
-	int job;               /* --job: kept for the job, steps connect to listen_path */
-	int idle_s;            /* --job: end after this long without a step */
-	int stepd;             /* the slurmstepd's pidfd (KEEPER_FD_STEPD), or -1 */
-	int stopped;           /* the runtime's first process stopped itself: ready */
-	int status;            /* its exit status, once it exited */
-	double idle_since;     /* when the last step left, or -1 */
-};
-
 /* The keeper's own arguments; returns the index of the runtime's command line, or -1. */
 static int parse_args(struct keeper *k, int argc, char **argv)
 {
@@ -405,21 +414,21 @@ static int parse_args(struct keeper *k, int argc, char **argv)
 
 	if (argc >= 4 && strcmp(argv[1], "--job") == 0) {
 		k->job = 1;
-		listen_path = argv[2];
+		k->listen_path = argv[2];
 		k->idle_s = atoi(argv[3]);
 		first = 4;
 	}
 	if (argc >= first + 4 && strcmp(argv[first], "--use-cache") == 0) {
-		use_dir = argv[first + 1];
-		use_key = argv[first + 2];
-		use_data = argv[first + 3];
+		k->use.dir = argv[first + 1];
+		k->use.key = argv[first + 2];
+		k->use.data = argv[first + 3];
 		first += 4;
 	} else if (argc >= first + 6 && strcmp(argv[first], "--fill-cache") == 0) {
-		fill_dir = argv[first + 1];
-		fill_key = argv[first + 2];
-		fill_image = argv[first + 3];
-		fill_tool = argv[first + 4];
-		fill_max = strtoull(argv[first + 5], NULL, 10);
+		k->fill.dir = argv[first + 1];
+		k->fill.key = argv[first + 2];
+		k->fill.image = argv[first + 3];
+		k->fill.tool = argv[first + 4];
+		k->fill.max = strtoull(argv[first + 5], NULL, 10);
 		first += 6;
 	}
 	return argc > first && fcntl(KEEPER_FD_CONTROL, F_GETFD) >= 0 ? first : -1;
@@ -437,8 +446,8 @@ static int set_up(struct keeper *k)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
-	sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (sigfd < 0) {
+	k->sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (k->sigfd < 0) {
 		fprintf(stderr, "squall: " PROG ": signalfd: %s\n", strerror(errno));
 		return -1;
 	}
@@ -447,18 +456,18 @@ static int set_up(struct keeper *k)
 		if (k->stepd >= 0)
 			close(k->stepd);
 		k->stepd = -1;
-		listen_fd = listen_on(listen_path);
-		if (listen_fd < 0) {
-			fprintf(stderr, "squall: " PROG " cannot listen on %s: %s\n", listen_path,
+		k->listen_fd = listen_on(k->listen_path);
+		if (k->listen_fd < 0) {
+			fprintf(stderr, "squall: " PROG " cannot listen on %s: %s\n", k->listen_path,
 				strerror(errno));
 			return -1;
 		}
 	}
-	clients[nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, -1 };
+	k->clients[k->nclients++] = (struct client){ KEEPER_FD_CONTROL, 0, -1 };
 	/* The tree stays in the cache as long as this container may read it. */
-	if (use_dir != NULL && sq_extracted_hold(use_dir, use_key) < 0) {
-		fprintf(stderr, "squall: " PROG ": the extracted image %s/%s is gone\n", use_dir,
-			use_key);
+	if (k->use.dir != NULL && sq_extracted_hold(k->use.dir, k->use.key) < 0) {
+		fprintf(stderr, "squall: " PROG ": the extracted image %s/%s is gone\n",
+			k->use.dir, k->use.key);
 		return -1;
 	}
 	return 0;
@@ -466,21 +475,21 @@ static int set_up(struct keeper *k)
 
 /* Start the runtime and tell the plugin: "started KPID PID" + pidfds (protocol.h).
  * 0 ok; -1 said on stderr. */
-static int start_and_announce(const struct keeper *k, char **argv)
+static int start_and_announce(struct keeper *k, char **argv)
 {
 	char text[96];
 	int own[2];
 
 	if (k->job)
-		sq_sentinel_fork(&sentinel);   /* before the runtime: the lower PID */
-	start_runtime(argv);
-	if (runtime < 0) {
+		sq_sentinel_fork(&k->sentinel);   /* before the runtime: the lower PID */
+	start_runtime(k, argv);
+	if (k->runtime < 0) {
 		fprintf(stderr, "squall: " PROG " cannot fork the runtime: %s\n", strerror(errno));
 		return -1;
 	}
 	own[0] = sq_pidfd_open(getpid());
-	own[1] = sq_pidfd_open(runtime);
-	snprintf(text, sizeof(text), KEEPER_MSG_STARTED " %d %d", (int)getpid(), (int)runtime);
+	own[1] = sq_pidfd_open(k->runtime);
+	snprintf(text, sizeof(text), KEEPER_MSG_STARTED " %d %d", (int)getpid(), (int)k->runtime);
 	say(KEEPER_FD_CONTROL, text, own, (own[0] >= 0 && own[1] >= 0) ? 2 : 0);
 	close(own[0]);
 	close(own[1]);
@@ -493,7 +502,7 @@ static int idle_wait_ms(struct keeper *k)
 {
 	int wait_ms;
 
-	if (!(k->job && nclients == 0 && k->stopped)) {
+	if (!(k->job && k->nclients == 0 && k->stopped)) {
 		k->idle_since = -1;
 		return -1;
 	}
@@ -501,7 +510,7 @@ static int idle_wait_ms(struct keeper *k)
 		k->idle_since = now_s();
 	wait_ms = (int)((k->idle_since + k->idle_s - now_s()) * 1000);
 	if (wait_ms <= 0)
-		end_all(0);   /* nobody used it for idle_s: the job is done with it */
+		end_all(k, 0);   /* nobody used it for idle_s: the job is done with it */
 	return wait_ms;
 }
 
@@ -509,24 +518,24 @@ static int idle_wait_ms(struct keeper *k)
 static void on_runtime(struct keeper *k)
 {
 	char text[96];
-	int ev = runtime_event(&k->status);
+	int ev = runtime_event(k, &k->status);
 
 	if (ev == 'S' && !k->stopped) {
 		k->stopped = 1;
-		ns_fd = sq_mntns_pin((long)runtime, (long)getuid());
-		sq_sentinel_place(&sentinel, runtime);
+		k->ns_fd = sq_mntns_pin((long)k->runtime, (long)getuid());
+		sq_sentinel_place(&k->sentinel, k->runtime);
 		say(KEEPER_FD_CONTROL, KEEPER_MSG_READY, NULL, 0);
-		for (int i = 0; i < nclients; i++)
-			if (clients[i].waiting)
-				attach_reply(&clients[i]);
-		if (fill_dir != NULL)
-			fill_cache();
+		for (int i = 0; i < k->nclients; i++)
+			if (k->clients[i].waiting)
+				attach_reply(k, &k->clients[i]);
+		if (k->fill.dir != NULL)
+			fill_cache(k);
 	} else if (ev == 'X') {
 		if (!k->stopped) {
 			snprintf(text, sizeof(text), KEEPER_MSG_EXITED " %d", k->status);
 			say(KEEPER_FD_CONTROL, text, NULL, 0);
 		}
-		end_all(0);
+		end_all(k, 0);
 	}
 }
 
@@ -538,34 +547,35 @@ static void serve(struct keeper *k)
 	for (;;) {
 		int nfds = 0, wait_ms;
 
-		fds[nfds++] = (struct pollfd){ sigfd, POLLIN, 0 };
+		fds[nfds++] = (struct pollfd){ k->sigfd, POLLIN, 0 };
 		fds[nfds++] = (struct pollfd){ k->stepd, POLLIN, 0 };
-		fds[nfds++] = (struct pollfd){ listen_fd, POLLIN, 0 };
-		for (int i = 0; i < nclients; i++)
-			fds[nfds++] = (struct pollfd){ clients[i].fd, POLLIN, 0 };
+		fds[nfds++] = (struct pollfd){ k->listen_fd, POLLIN, 0 };
+		for (int i = 0; i < k->nclients; i++)
+			fds[nfds++] = (struct pollfd){ k->clients[i].fd, POLLIN, 0 };
 		wait_ms = idle_wait_ms(k);
 		if (poll(fds, (nfds_t)nfds, wait_ms) < 0) {
 			if (errno == EINTR)
 				continue;
-			end_all(0);
+			end_all(k, 0);
 		}
 		if (fds[0].revents)
 			on_runtime(k);
 		if (k->stepd >= 0 && fds[1].revents)
-			end_all(1);
-		if (listen_fd >= 0 && fds[2].revents)
-			accept_client();
+			end_all(k, 1);
+		if (k->listen_fd >= 0 && fds[2].revents)
+			accept_client(k);
 		/* Clients from the end: drop_client moves the last one into the slot. */
 		for (int i = nfds - 4; i >= 0; i--)
-			if (i < nclients && fds[3 + i].fd == clients[i].fd && fds[3 + i].revents &&
-			    client_says(i, k->stopped, k->job, k->stepd))
-				end_all(0);
+			if (i < k->nclients && fds[3 + i].fd == k->clients[i].fd &&
+			    fds[3 + i].revents && client_says(k, i))
+				end_all(k, 0);
 	}
 }
 
 int main(int argc, char **argv)
 {
-	struct keeper k = { 0, 0, -1, 0, 0, -1 };
+	static struct keeper k = { .stepd = -1, .idle_since = -1, .runtime = -1, .sigfd = -1,
+				   .ns_fd = -1, .sentinel = { -1, -1 }, .listen_fd = -1 };
 	int first;
 
 	k.stepd = fcntl(KEEPER_FD_STEPD, F_GETFD) >= 0 ? KEEPER_FD_STEPD : -1;

@@ -5,8 +5,8 @@
  * through it reach that process or fail with ESRCH. Raw syscalls, because glibc only
  * has wrappers from 2.36 and bookworm ships 2.36 but older build hosts may not.
  */
-#ifndef SQUALL_PLUGIN_PIDFD_H
-#define SQUALL_PLUGIN_PIDFD_H
+#ifndef SQUALL_PIDFD_H
+#define SQUALL_PIDFD_H
 
 #include <sys/types.h>
 

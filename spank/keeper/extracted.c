@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "extracted.h"
+#include "extracted_name.h"
 #include "governor.h"
 #include "resume.h"
 #include "nodecache.h"
@@ -61,39 +62,6 @@ static int open_lock(int dfd, const char *key, int create)
 		return -1;
 	}
 	return fd;
-}
-
-int sq_extracted_key(const char *path, const char *identity, char key[33])
-{
-	unsigned char sb[96];
-	int fd = sq_open_regular(AT_FDCWD, path, 0, NULL);
-	ssize_t n = fd >= 0 ? pread(fd, sb, sizeof(sb), 0) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n != (ssize_t)sizeof(sb))
-		return -1;
-	return sq_cache_key(identity, sb, sizeof(sb), key);
-}
-
-const char *sq_extracted_tool(void)
-{
-	static const char *const tools[] = { "/usr/bin/unsquashfs", "/usr/sbin/unsquashfs",
-					     "/bin/unsquashfs", "/usr/local/bin/unsquashfs", NULL };
-
-	for (int i = 0; tools[i]; i++)
-		if (access(tools[i], X_OK) == 0)
-			return tools[i];
-	return NULL;
-}
-
-int sq_extracted_ready(const char *cache_dir, const char *key)
-{
-	char path[PATH_MAX];
-	struct stat st;
-
-	entry_path(path, sizeof(path), cache_dir, key, "/rootfs");
-	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 int sq_extracted_hold(const char *cache_dir, const char *key)

@@ -22,17 +22,6 @@
 
 #define SQ_CACHE_MAX_AGE_S (14LL * 24 * 3600)   /* unused this long: evicted */
 
-/* The cache key of the image at path (identity: sq_image's): core sq_cache_key over the
- * identity and the file's superblock, read as the caller. 0 ok, -1 unreadable. */
-int sq_extracted_key(const char *path, const char *identity, char key[33]);
-
-/* The unsquashfs to extract with (a fixed list of system directories, never PATH), or
- * NULL when there is none. */
-const char *sq_extracted_tool(void);
-
-/* 1 when CACHE_DIR/KEY is complete. */
-int sq_extracted_ready(const char *cache_dir, const char *key);
-
 /* Take CACHE_DIR/KEY for use: its lock held shared (and its mtime, the last use, set to
  * now). The returned descriptor holds it; -1 when it is gone or being removed. */
 int sq_extracted_hold(const char *cache_dir, const char *key);

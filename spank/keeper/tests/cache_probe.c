@@ -1,5 +1,5 @@
 /*
- * cache_probe.c: the node-local cache of extracted images (spank/plugin/extracted.c)
+ * cache_probe.c: the node-local cache of extracted images (spank/keeper/extracted.c)
  * outside Slurm, for tests/unit/test_plugin_extracted_leftovers.py.
  *   cache_probe evict DIR MAX_BYTES
  *   cache_probe build DIR KEY IMAGE UNSQUASHFS MAX_BYTES      prints rc=

@@ -1,0 +1,45 @@
+/* extracted_name.c: see extracted_name.h. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "extracted_name.h"
+#include "nodecache.h"
+#include "safeopen.h"
+
+int sq_extracted_key(const char *path, const char *identity, char key[33])
+{
+	unsigned char sb[96];
+	int fd = sq_open_regular(AT_FDCWD, path, 0, NULL);
+	ssize_t n = fd >= 0 ? pread(fd, sb, sizeof(sb), 0) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)sizeof(sb))
+		return -1;
+	return sq_cache_key(identity, sb, sizeof(sb), key);
+}
+
+const char *sq_extracted_tool(void)
+{
+	static const char *const tools[] = { "/usr/bin/unsquashfs", "/usr/sbin/unsquashfs",
+					     "/bin/unsquashfs", "/usr/local/bin/unsquashfs", NULL };
+
+	for (int i = 0; tools[i]; i++)
+		if (access(tools[i], X_OK) == 0)
+			return tools[i];
+	return NULL;
+}
+
+int sq_extracted_ready(const char *cache_dir, const char *key)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s/rootfs", cache_dir, key) >= sizeof(path))
+		return 0;
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
