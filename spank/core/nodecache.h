@@ -46,6 +46,11 @@ int sq_cache_evict_plan(const struct sq_cache_entry *entries, size_t n,
 #define SQ_YIELD_FULL 1000         /* the node is otherwise idle: full speed */
 #define SQ_YIELD_FLOOR 100         /* work beside it: a tenth of the time, so it progresses */
 #define SQ_YIELD_PERIOD_MS 200     /* one period: one observation, one decision */
+/* An extraction starts as the step that started its container does: its first period
+ * yields as if work ran beside it, and doubles from there while nothing else runs
+ * (issue 30: a cold step's first CPU-bound work ran 1.1-1.2x slower beside a full-speed
+ * first period). */
+#define SQ_YIELD_START SQ_YIELD_FLOOR
 #define SQ_YIELD_CPU_PERMILLE 250  /* others busy above a quarter of one CPU: work beside it */
 #define SQ_YIELD_IO_PERMILLE 200   /* others stalled on I/O a fifth of the time: likewise */
 

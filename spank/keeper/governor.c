@@ -95,7 +95,7 @@ static int nap_or_exit(pid_t pid, long ms, int *status)
 int sq_run_governed(char *const argv[], int out_fd)
 {
 	struct gov_sample a, b;
-	int status = -1, duty = SQ_YIELD_FULL, stopped = 0;
+	int status = -1, duty = SQ_YIELD_START, stopped = 0;
 	pid_t parent = getpid(), pid = fork();
 
 	if (pid < 0)

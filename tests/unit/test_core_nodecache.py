@@ -216,3 +216,12 @@ def test_any_line_parses_within_its_bounds_or_is_refused():
             assert e.name_off + e.name_len <= n
             assert e.target_off + e.target_len <= n
             assert e.type in b"-dlcbps" and e.mode <= 0o7777
+
+
+def test_an_extraction_starts_yielding_and_reaches_full_speed_within_a_second_if_idle():
+    # It starts as a step starts (issue 30): its first period is the floor's, not full.
+    assert lib.SQ_YIELD_START == lib.SQ_YIELD_FLOOR < lib.SQ_YIELD_FULL
+    duty, periods = lib.SQ_YIELD_START, 0
+    while duty < lib.SQ_YIELD_FULL:
+        duty, periods = duty_after(duty), periods + 1
+    assert periods * lib.SQ_YIELD_PERIOD_MS <= 1000
