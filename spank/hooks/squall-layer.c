@@ -168,7 +168,11 @@ static unsigned long mount_flags(const char *csv)
 }
 
 /* The tmpfs superblock options as the kernel shows them (size=, mode=, huge=, ...), less
- * rw/ro, which are flags, not data: the fresh tmpfs is made like the runtime's. */
+ * rw/ro, which are flags, not data: the fresh tmpfs is made like the runtime's. Less
+ * uid= and gid= too: the kernel shows them as the node's ids, which a remapped user
+ * namespace (--container-remap-root) does not map, so mounting with them fails; made
+ * without them the tmpfs belongs to the caller, the container's user as the runtime's
+ * was. */
 static void tmpfs_data(const char *super, char *out, size_t len)
 {
 	size_t o = 0;
@@ -178,7 +182,8 @@ static void tmpfs_data(const char *super, char *out, size_t len)
 	snprintf(copy, sizeof(copy), "%s", super);
 	for (char *opt = strtok_r(copy, ",", &save); opt; opt = strtok_r(NULL, ",", &save))
 		if (strcmp(opt, "rw") != 0 && strcmp(opt, "ro") != 0 &&
-		    strcmp(opt, "seclabel") != 0 && o + strlen(opt) + 2 < len)
+		    strcmp(opt, "seclabel") != 0 && strncmp(opt, "uid=", 4) != 0 &&
+		    strncmp(opt, "gid=", 4) != 0 && o + strlen(opt) + 2 < len)
 			o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", opt);
 }
 
