@@ -362,3 +362,18 @@ const char *sq_env_value(char *const env[], const char *name)
 			found = env[i] + n + 1;
 	return found;
 }
+
+void sq_env_block_drop(char *block, size_t *len, const char *entry)
+{
+	size_t n = strlen(entry) + 1, at = 0;
+
+	while (block != NULL && at < *len) {
+		size_t here = strnlen(block + at, *len - at) + 1;
+		if (here == n && memcmp(block + at, entry, n - 1) == 0) {
+			memmove(block + at, block + at + here, *len - at - here);
+			*len -= here;
+			continue;
+		}
+		at += here;
+	}
+}

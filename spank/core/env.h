@@ -77,6 +77,11 @@ int sq_env_task_unset(char *const task_env[], const char *keep, char ***out, cha
 int sq_env_keep_lines(char *const job_env[], const char *keep, char ***out, char *err,
 		      size_t errlen);
 
+/* Remove each entry of block (a /proc/PID/environ block, NUL-separated) that is exactly
+ * entry ("KEY=VALUE"), shortening *len: the container's environment less what the runtime
+ * itself carried into it (the runtime's own PATH, which is not the image's). */
+void sq_env_block_drop(char *block, size_t *len, const char *entry);
+
 void sq_env_free(char **env);
 
 /* The value of name in env (NULL-terminated "KEY=VALUE"; the last one wins), or NULL. */

@@ -743,6 +743,18 @@ static void say_warnings(struct sq_step *s)
 
 /* Phase 5, join: the task enters the container (and its unshared namespaces) and takes
  * its environment. 0 ok, -1 said on the task's stderr. */
+/* The runtime runs with a fixed PATH (stepconf.h), which Enroot passes on to the
+ * container's first process: not the image's, so it must not replace the task's. An image
+ * (or environ.d) that sets PATH gives the container its own value, which stays. */
+static void drop_runtime_path(struct sq_step *s)
+{
+	const char *path = sq_env_value(s->runtime_env, "PATH");
+	char entry[PATH_MAX * 4];
+
+	if (path != NULL && (size_t)snprintf(entry, sizeof(entry), "PATH=%s", path) < sizeof(entry))
+		sq_env_block_drop(s->ctr.environ, &s->ctr.environ_len, entry);
+}
+
 static void set_task_env(void *sp, const char *key, const char *value)
 {
 	spank_setenv((spank_t)sp, key, value, 1);
@@ -759,6 +771,7 @@ static int join_task(struct sq_step *s, spank_t sp, uint32_t global_id)
 		return -1;
 	}
 	spank_get_item(sp, S_JOB_ENV, &task_env);
+	drop_runtime_path(s);
 	if (unset_locale(s, sp, task_env) < 0 ||
 	    sq_env_overlay(s->ctr.environ, s->ctr.environ_len, s->opt->env, task_env, &overlay,
 			   err, sizeof(err)) < 0) {

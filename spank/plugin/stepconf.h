@@ -7,7 +7,8 @@
  * site's enroot.conf rules), and a fixed PATH: the runtime's own directory, then
  * slurmstepd's PATH (as Pyxis runs Enroot), never the job's, because Enroot finds its
  * helpers (enroot-mount, enroot-nsenter, squashfuse, ...) through PATH; a conda, module or
- * image PATH in the job would break or change the runtime. The tasks keep the job's PATH.
+ * image PATH in the job would break or change the runtime. The tasks get the image's PATH,
+ * or Enroot's login default (docs/plugin.md).
  * ENROOT_RUNTIME_PATH is RUNTIME_DIR/enroot: a runtime may mount over it inside its
  * namespace, so the conf file lives beside it, in RUNTIME_DIR.
  * Conf file: rendered by the core (conf.h), written by the job user with O_EXCL mode

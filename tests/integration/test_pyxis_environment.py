@@ -202,15 +202,19 @@ def test_runtime_path_is_fixed_for_a_path_without_the_runtime_tools(cluster: Clu
     assert last_line(res) == "ID=squalltest" and "FAKE" not in res.err, res
 
 
-def test_runtime_path_tasks_keep_the_job_path(cluster: Cluster, plain: str) -> None:
-    # An image without PATH in its environment: the task keeps the job's PATH.
+def test_runtime_path_an_image_without_path_gets_enroot_s_default(cluster: Cluster,
+                                                                  plain: str) -> None:
+    # An image without PATH in its environment: Enroot starts the container as a login does
+    # and gives it login's default PATH (enroot-switchroot: ENV_PATH of the image's
+    # login.defs, else /usr/bin:/bin), as with Pyxis; the job's PATH (a conda or module
+    # directory of the node) does not leak in, and neither does the runtime's own.
     from .images import IMAGE_DIR, build_image
     img = build_image(cluster, f"{IMAGE_DIR}/nopath.sqsh", "squall-nopath",
                       env={"SQUALL_IMAGE_VAR": "x"})
     job_path = f"{HOME}/bin-{time.time_ns()}:/usr/local/bin:/usr/bin:/bin"
     res = cluster.run(f"PATH={shlex.quote(job_path)} /usr/bin/srun -N1 -w {NODE} "
                       f"--container-image={img} /usr/bin/printenv PATH")
-    assert last_line(res) == job_path, res
+    assert last_line(res) == "/usr/bin:/bin", res
 
 
 def test_runtime_path_step_from_a_containerized_batch_script(cluster: Cluster) -> None:

@@ -129,3 +129,23 @@ def test_a_slurm_variable_named_by_container_env_comes_from_the_container():
     block = b"SLURM_ONLY_IN_CONTAINER=x\0"
     assert merge_environment({}, block, keep="SLURM_ONLY_IN_CONTAINER") == \
         {"SLURM_ONLY_IN_CONTAINER": "x"}
+
+
+def test_the_runtime_s_own_path_leaves_the_container_environment():
+    """The runtime's fixed PATH, which Enroot hands to the container's first process, is
+    taken out of the block the tasks are overlaid with; an image's PATH stays."""
+    from squall._core import ffi, lib
+
+    def drop(block: bytes, entry: str) -> bytes:
+        buf = ffi.new("char[]", block or b"\0")
+        n = ffi.new("size_t *", len(block))
+        lib.sq_env_block_drop(buf, n, entry.encode())
+        return ffi.buffer(buf, n[0])[:]
+
+    block = b"HOME=/h\0PATH=/usr/bin:/bin\0A=1\0PATH=/usr/bin:/bin\0"
+    assert drop(block, "PATH=/usr/bin:/bin") == b"HOME=/h\0A=1\0"
+    image = b"PATH=/opt/conda/bin:/usr/bin:/bin\0A=1\0"
+    assert drop(image, "PATH=/usr/bin:/bin") == image
+    # A longer value with the same start is another entry.
+    assert drop(b"PATH=/usr/bin:/bin:/x\0", "PATH=/usr/bin:/bin") == b"PATH=/usr/bin:/bin:/x\0"
+    assert drop(b"", "PATH=/usr/bin:/bin") == b""
