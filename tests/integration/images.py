@@ -30,7 +30,10 @@ shift 3
 tmp=$(mktemp -d /tmp/squall-img.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
-mkdir -p "$root"/{usr/bin,etc,proc,sys,dev,tmp,run,var/tmp,home,root,fsx,work,data,scratch}
+# var/lock and var/run as a Debian image has them: Enroot makes a missing mount point
+# mode 000, which `enroot export` (--container-save) then cannot read.
+mkdir -p "$root"/{usr/bin,etc,proc,sys,dev,tmp,run,home,root,fsx,work,data,scratch}
+mkdir -p "$root"/var/{tmp,lock,run}
 # Mount targets that exist in the image (an unprivileged runtime cannot create them in
 # a root-owned tree).
 mkdir -p "$root"/mnt/{rw,ro,tmp,a,b}

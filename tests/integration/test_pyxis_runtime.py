@@ -5,11 +5,14 @@
   install it, so package managers work without real root.
 - Enroot (the nodes run Enroot 4.1.2) gives what Pyxis's users notice: the image's files
   appear owned by the user (Enroot's `squashfuse -o uid=,gid=`), its standard hooks run
-  (10-home, 10-shadow, 10-aptfix, and the site-enabled 50-slurm-pmi for --mpi=pmix).
+  (10-home, 10-shadow, 10-aptfix); with --mpi=pmix every step gets its own PMIx server
+  directory, as Enroot's site-enabled 50-slurm-pmi hook would give it.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 
 import pytest
@@ -94,18 +97,20 @@ def test_enroot_hook_aptfix_under_remap_root(cluster: Cluster, plain: str) -> No
     assert last_line(plain_user) == "none", plain_user
 
 
-def test_enroot_hook_slurm_pmi_for_mpi_pmix(cluster: Cluster, plain: str) -> None:
-    # Enroot's 50-slurm-pmi hook binds the PMIx server's directory when the step's
-    # environment names it. Slurm 24.11 sets PMIX_* only in the tasks' environment, not in
-    # the SPANK one the runtime gets, so the job supplies it here, as older Slurm releases do.
-    tmpdir = f"{HOME}/pmix-server-{time.time_ns()}"
-    cluster.put(f"{tmpdir}/marker", "x\n")
-    res = srun(cluster, f"--mpi=pmix --container-image={plain}",
-               f"findmnt -n {tmpdir} >/dev/null && echo mounted; ls {tmpdir}; "
-               'echo "type=$SLURM_MPI_TYPE"', env={"PMIX_SERVER_TMPDIR": tmpdir})
-    lines = res.out.strip().splitlines()
-    assert lines[:2] == ["mounted", "marker"] and "type=pmix" in lines, res
-    without = srun(cluster, f"--container-image={plain}",
-                   f"findmnt -n {tmpdir} >/dev/null && echo mounted || echo not",
-                   env={"PMIX_SERVER_TMPDIR": tmpdir})
-    assert last_line(without) == "mounted" or last_line(without) == "not", without
+def test_each_pmix_step_gets_its_own_server_directory(cluster: Cluster, plain: str) -> None:
+    # Slurm's mpi/pmix gives each step its own server directory (PMIX_SERVER_TMPDIR) after
+    # the container started: squall brings it into every step, the kept container's later
+    # step included, with PMIX_MCA_psec as Enroot's 50-slurm-pmi hook sets it.
+    show = ('echo "dir=$PMIX_SERVER_TMPDIR"; ls -d "$PMIX_SERVER_TMPDIR" >/dev/null && '
+            'echo seen; echo "psec=$PMIX_MCA_psec/$PMIX_SECURITY_MODE"')
+    step = f"srun -N1 -w {NODE} --mpi=pmix --container-image={plain} sh -c {shlex.quote(show)}"
+    res = cluster.run(f"salloc -N1 -w {NODE} bash -c {shlex.quote(step + '; ' + step)}",
+                      timeout=300)
+    dirs = re.findall(r"^dir=(\S+)$", res.out, re.M)
+    assert len(dirs) == 2 and dirs[0] != dirs[1], res
+    assert [d.rstrip("/").rsplit(".", 1)[1] for d in dirs] == ["0", "1"], res
+    assert res.out.count("seen") == 2, res
+    psec = re.findall(r"^psec=(\S*)/(\S*)$", res.out, re.M)
+    assert len(psec) == 2 and all(a == b and a for a, b in psec), res
+    plain_step = srun(cluster, f"--container-image={plain}", 'echo "[$PMIX_SERVER_TMPDIR]"')
+    assert last_line(plain_step) == "[]", plain_step
