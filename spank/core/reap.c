@@ -16,6 +16,7 @@
 #include "pidfd.h"
 #include "procstat.h"
 #include "reap.h"
+#include "smallio.h"
 
 #ifndef NS_GET_USERNS
 #define NS_GET_USERNS 0xb701          /* _IO(0xb7, 0x1), linux/nsfs.h */
@@ -69,19 +70,11 @@ int sq_procstat_ids(const char *text, size_t len, long *ppid, long *pgrp, long *
 int sq_proc_owned_by(long pid, long uid)
 {
 	char path[64], buf[4096], *line;
-	ssize_t n;
 	long real;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (sq_read_text(open(path, O_RDONLY | O_CLOEXEC), buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	line = strstr(buf, "\nUid:");
 	return line != NULL && sscanf(line + 5, "%ld", &real) == 1 && real == uid;
 }

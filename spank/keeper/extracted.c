@@ -22,10 +22,11 @@
 #include "extracted.h"
 #include "extracted_name.h"
 #include "governor.h"
-#include "resume.h"
 #include "nodecache.h"
 #include "procstat.h"
+#include "resume.h"
 #include "safeopen.h"
+#include "smallio.h"
 
 #define IOPRIO_CLASS_IDLE 3
 #define IOPRIO_WHO_PROCESS 1
@@ -157,18 +158,10 @@ static unsigned long long read_size(int dfd, const char *key)
 {
 	unsigned long long bytes = 0;
 	char name[64], buf[32];
-	ssize_t n;
-	int fd;
 
 	snprintf(name, sizeof(name), "%s.size", key);
-	fd = sq_open_regular(dfd, name, SQ_OPEN_NOFOLLOW, NULL);
-	if (fd < 0)
+	if (sq_read_text(sq_open_regular(dfd, name, SQ_OPEN_NOFOLLOW, NULL), buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	if (sscanf(buf, "%llu", &bytes) != 1)
 		bytes = 0;
 	return bytes;
@@ -542,18 +535,6 @@ fail:
 	return rv;
 }
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 int sq_extracted_mount(const char *cache_dir, const char *key, const char *data_dir,
 		       const char *name)
 {
@@ -566,11 +547,11 @@ int sq_extracted_mount(const char *cache_dir, const char *key, const char *data_
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
 		goto fail;
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-	if (write_file("/proc/self/uid_map", map) < 0 ||
-	    write_file("/proc/self/setgroups", "deny") < 0)
+	if (sq_write_text("/proc/self/uid_map", map) < 0 ||
+	    sq_write_text("/proc/self/setgroups", "deny") < 0)
 		goto fail;
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-	if (write_file("/proc/self/gid_map", map) < 0 ||
+	if (sq_write_text("/proc/self/gid_map", map) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("squall-cache", data_dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") < 0)
 		goto fail;

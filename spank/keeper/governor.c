@@ -16,6 +16,7 @@
 
 #include "governor.h"
 #include "nodecache.h"
+#include "smallio.h"
 
 #define IOPRIO_CLASS_IDLE 3
 #define IOPRIO_WHO_PROCESS 1
@@ -33,15 +34,10 @@ static unsigned long long mono_us(void)
 	return (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000;
 }
 
-/* The first line of a /proc file, NUL-terminated, or "" (never blocks: /proc). */
+/* The start of a /proc file, NUL-terminated, or "" (never blocks: /proc). */
 static void read_proc(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = '\0';
+	sq_read_text(open(path, O_RDONLY | O_CLOEXEC), buf, len);
 }
 
 static void sample(pid_t pid, struct gov_sample *g)

@@ -22,6 +22,7 @@
 #include "nodecache.h"
 #include "resume.h"
 #include "safeopen.h"
+#include "smallio.h"
 
 /* The image's superblock inode count, 0 when unknown. */
 unsigned long sq_resume_image_inodes(const char *image)
@@ -43,14 +44,10 @@ long long sq_resume_read_started(int pfd)
 {
 	char buf[32];
 	long long t = 0;
-	int fd = sq_open_regular(pfd, "started", SQ_OPEN_NOFOLLOW, NULL);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
+	if (sq_read_text(sq_open_regular(pfd, "started", SQ_OPEN_NOFOLLOW, NULL), buf,
+			 sizeof(buf)) <= 0)
 		return 0;
-	buf[n] = '\0';
 	if (sscanf(buf, "%lld", &t) != 1 || t <= 0)
 		t = 0;
 	return t;

@@ -10,27 +10,11 @@
 #include <unistd.h>
 
 #include "ipcdev.h"
+#include "mountapi.h"
 
 #define MAX_KEEP 64
 #define MAX_STACK 64     /* mounts stacked on the container's /dev, at most */
 
-/* The mount API of Linux 5.2 (the plugin needs 5.3): through syscall(), for older C
- * libraries. */
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
 #ifndef UMOUNT_NOFOLLOW
 #define UMOUNT_NOFOLLOW 0x8
 #endif

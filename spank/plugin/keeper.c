@@ -19,6 +19,7 @@
 #include "procstat.h"
 #include "reap.h"
 #include "safeopen.h"
+#include "smallio.h"
 #include "strbuf.h"
 
 /* The keeper's own grace (SIGCONT, then SIGKILL after 10 s) plus its sweep. */
@@ -348,16 +349,11 @@ struct layer_ids {
 static void read_layer(int dirfd_, const char *name, struct layer_ids *l)
 {
 	char buf[64];
-	ssize_t n;
-	int fd;
 
-	if (l->n >= MAX_LAYERS || (fd = sq_open_regular(dirfd_, name, SQ_OPEN_NOFOLLOW, NULL)) < 0)
+	if (l->n >= MAX_LAYERS ||
+	    sq_read_text(sq_open_regular(dirfd_, name, SQ_OPEN_NOFOLLOW, NULL), buf,
+			 sizeof(buf)) <= 0)
 		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
 	if (sscanf(buf, "%llu %llu", &l->dev[l->n], &l->ino[l->n]) == 2)
 		l->n++;
 }

@@ -16,6 +16,7 @@
 #include "options.h"
 #include "running.h"
 #include "safeopen.h"
+#include "smallio.h"
 #include "strbuf.h"
 
 #define IMAGE_RECORD "image-"
@@ -156,18 +157,13 @@ static int read_image(const char *runtime_dir, const char *runtime_name, char id
 {
 	char path[PATH_MAX], buf[PATH_MAX + 64], *tab, *nl;
 	ssize_t n;
-	int fd;
 
 	*text = NULL;
 	record_path(path, sizeof(path), runtime_dir, runtime_name);
-	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = sq_read_text(sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL), buf,
+			 sizeof(buf));
 	if (n <= 18)
 		return -1;
-	buf[n] = '\0';
 	tab = strchr(buf, '\t');
 	nl = strchr(buf, '\n');
 	if (tab == NULL || tab - buf != 16 || nl == NULL || nl < tab)

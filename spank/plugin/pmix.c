@@ -13,21 +13,9 @@
 
 #include <slurm/slurm.h>
 
+#include "mountapi.h"
 #include "pmix.h"
 #include "strbuf.h"
-
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
 
 /* slurmstepd's own configuration (libslurmfull): weak, so that the plugin still loads
  * where a Slurm build does not export it; Slurm's defaults then. */

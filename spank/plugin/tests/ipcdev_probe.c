@@ -37,19 +37,8 @@
 
 #include "nsholder.h"
 #include "pidfd.h"
+#include "smallio.h"
 #include "unshare.h"
-
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
 
 static int in_root(const char *root, const char *sub, char *buf, size_t len)
 {
@@ -93,9 +82,9 @@ static void container(const char *root, const char *image_file, int locked, int 
 	char c;
 
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0 ||
-	    write_file("/proc/self/setgroups", "deny") < 0 ||
-	    write_file("/proc/self/uid_map", "0 0 1") < 0 ||
-	    write_file("/proc/self/gid_map", "0 0 1") < 0) {
+	    sq_write_text("/proc/self/setgroups", "deny") < 0 ||
+	    sq_write_text("/proc/self/uid_map", "0 0 1") < 0 ||
+	    sq_write_text("/proc/self/gid_map", "0 0 1") < 0) {
 		perror("container: user namespace");
 		_exit(2);
 	}
