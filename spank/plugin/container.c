@@ -137,13 +137,27 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	return read_environ(c, err, errlen);
 }
 
-int sq_container_hold(struct sq_container *c, pid_t pid, int pidfd, char *err, size_t errlen)
+int sq_container_attach_kept(struct sq_container *c, const struct sq_keeper *k, uid_t uid,
+			     pid_t pid, int pidfd, char *err, size_t errlen)
 {
+	c->keeper = *k;
+	c->kept = 1;
+	c->uid = uid;
 	c->pid = pid;
 	c->pidfd = pidfd;
 	c->starttime = 0;
 	c->owned = 0;
 	return hold(c, err, errlen);
+}
+
+int sq_container_start_kept(struct sq_container *c, const struct sq_start_request *r,
+			    char *err, size_t errlen)
+{
+	if (sq_container_start(c, r, err, errlen) < 0)
+		return -1;
+	c->owned = 0;
+	c->kept = 1;
+	return 0;
 }
 
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen)

@@ -69,9 +69,14 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
  * -1 with err when it is there but cannot be held. */
 int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long starttime,
 			char *err, size_t errlen);
-/* Hold the container whose first process is pid, given as pidfd (taken over), as after a
- * start (kept.h), not owned. 0 ok; -1 with err. */
-int sq_container_hold(struct sq_container *c, pid_t pid, int pidfd, char *err, size_t errlen);
+/* The job's kept container (kept.h). Attach: hold the one keeper k holds (its process,
+ * pidfd and socket, taken over), whose first process is pid, given as pidfd (taken over),
+ * for uid. Start: start it under a keeper kept for the job (r->keeper_args "--job ...").
+ * Either way the container is kept, not owned by the step. 0 ok; -1 with err. */
+int sq_container_attach_kept(struct sq_container *c, const struct sq_keeper *k, uid_t uid,
+			     pid_t pid, int pidfd, char *err, size_t errlen);
+int sq_container_start_kept(struct sq_container *c, const struct sq_start_request *r,
+			    char *err, size_t errlen);
 /* Hold the mount namespace, root and working directory of process pid (a step's layer,
  * kept.h) instead of the container's. 0 ok; -1 with err. */
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen);

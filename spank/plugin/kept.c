@@ -196,14 +196,15 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 	}
 	fd = dial(r->runtime_dir, r->jobid, r->key);
 	if (fd >= 0) {
-		sq_keeper_init(&c->keeper);
-		if (ask_attach(fd, &c->keeper, &pid, &pidfd, err, errlen) < 0) {
+		struct sq_keeper keeper;
+
+		sq_keeper_init(&keeper);
+		if (ask_attach(fd, &keeper, &pid, &pidfd, err, errlen) < 0) {
 			close(fd);
 			goto fail;
 		}
-		c->kept = 1;
-		c->uid = r->start->cred->uid;
-		if (sq_container_hold(c, pid, pidfd, err, errlen) < 0)
+		if (sq_container_attach_kept(c, &keeper, r->start->cred->uid, pid, pidfd, err,
+					     errlen) < 0)
 			goto fail;
 		rv = 0;
 		goto fail;
@@ -213,10 +214,8 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 	for (int i = 0, n = 3; r->extra_args != NULL && r->extra_args[i] != NULL && n < 15; i++)
 		args[n++] = r->extra_args[i];
 	start.keeper_args = args;
-	if (sq_container_start(c, &start, err, errlen) < 0)
+	if (sq_container_start_kept(c, &start, err, errlen) < 0)
 		goto fail;
-	c->owned = 0;
-	c->kept = 1;
 	*started = 1;
 	rv = 0;
 fail:
