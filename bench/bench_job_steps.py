@@ -256,8 +256,10 @@ def main() -> int:
 def render(data: dict) -> str:
     labels = list(data)
     lines = ["# Container steps of one job, and small-file reads (issue 12)", "",
-             "Mini cluster (Docker, one host, 2 cores shared), Enroot test runtime, node "
-             f"{NODE}, medians in milliseconds (`bench/bench_job_steps.py`; raw values in "
+             "Mini cluster (Docker, one host, 2 cores shared), node "
+             f"{NODE}; the nodes ran squall's Enroot test double up to the issue 22 columns "
+             "and NVIDIA's Enroot 4.1.2 from the 'real Enroot' one on; medians in "
+             "milliseconds (`bench/bench_job_steps.py`; raw values in "
              "job-steps.json). Timed on the login node around `srun` (steps) or inside the "
              "step around `tar -cf - DIR | wc -c` (reads: 20,000 files of 4-64 KB, 680 MB).", ""]
     for label in labels:
