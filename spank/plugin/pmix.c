@@ -71,19 +71,27 @@ int sq_pmix_spool_bind(char *const job_env[], char *buf, size_t buflen)
 	return snprintf(buf, buflen, "%s:%s", dir, dir) < (int)buflen ? 0 : -1;
 }
 
+/* A directory of the job user's, never a link: what Slurm made for the step, not something
+ * another user planted under that name in a shared TmpFS. */
+static int users_dir(const char *path, uid_t uid)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid;
+}
+
 /* TmpFS/spmix_appdir_UID_JOB.STEP (Slurm 23.02 and later), or without the UID (before). */
 static int appdir(uid_t uid, uint32_t jobid, uint32_t stepid, char *buf, size_t buflen)
 {
 	const char *tmpfs = &slurm_conf != NULL && slurm_conf.tmp_fs != NULL ? slurm_conf.tmp_fs
 									     : "/tmp";
-	struct stat st;
 
 	snprintf(buf, buflen, "%s/spmix_appdir_%u_%u.%u", tmpfs, (unsigned)uid, (unsigned)jobid,
 		 (unsigned)stepid);
-	if (lstat(buf, &st) == 0 && S_ISDIR(st.st_mode))
+	if (users_dir(buf, uid))
 		return 0;
 	snprintf(buf, buflen, "%s/spmix_appdir_%u.%u", tmpfs, (unsigned)jobid, (unsigned)stepid);
-	return lstat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+	return users_dir(buf, uid) ? 0 : -1;
 }
 
 struct ids {
@@ -100,7 +108,8 @@ static void bind_child(int ns_mnt, const struct ids *cred, const char *dir, int 
 	if (seteuid(0) < 0 && geteuid() != 0)
 		goto fail;
 	step = 2;
-	tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | O_CLOEXEC);
+	tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
+			    OPEN_TREE_CLONE | O_CLOEXEC | AT_SYMLINK_NOFOLLOW);
 	if (tree < 0)
 		goto fail;
 	step = 3;

@@ -741,8 +741,6 @@ static void say_warnings(struct sq_step *s)
 	sq_report_now("", "%s", s->warnings);
 }
 
-/* Phase 5, join: the task enters the container (and its unshared namespaces) and takes
- * its environment. 0 ok, -1 said on the task's stderr. */
 /* The runtime runs with a fixed PATH (stepconf.h), which Enroot passes on to the
  * container's first process: not the image's, so it must not replace the task's. An image
  * (or environ.d) that sets PATH gives the container its own value, which stays. */
@@ -760,6 +758,8 @@ static void set_task_env(void *sp, const char *key, const char *value)
 	spank_setenv((spank_t)sp, key, value, 1);
 }
 
+/* Phase 5, join: the task enters the container (and its unshared namespaces) and takes
+ * its environment. 0 ok, -1 said on the task's stderr. */
 static int join_task(struct sq_step *s, spank_t sp, uint32_t global_id)
 {
 	char err[1024];
