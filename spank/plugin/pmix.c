@@ -13,6 +13,7 @@
 
 #include <slurm/slurm.h>
 
+#include "env.h"
 #include "mountapi.h"
 #include "pmix.h"
 #include "strbuf.h"
@@ -21,19 +22,9 @@
  * where a Slurm build does not export it; Slurm's defaults then. */
 extern slurm_conf_t slurm_conf __attribute__((weak));
 
-static const char *env_get(char *const env[], const char *key)
-{
-	size_t n = strlen(key);
-
-	for (size_t i = 0; env != NULL && env[i] != NULL; i++)
-		if (strncmp(env[i], key, n) == 0 && env[i][n] == '=')
-			return env[i] + n + 1;
-	return NULL;
-}
-
 int sq_pmix_step(char *const job_env[])
 {
-	const char *type = env_get(job_env, "SLURM_MPI_TYPE");
+	const char *type = sq_env_value(job_env, "SLURM_MPI_TYPE");
 
 	return type != NULL && strncmp(type, "pmix", 4) == 0;
 }
@@ -43,7 +34,7 @@ static int spool_dir(char *const job_env[], char *buf, size_t buflen)
 {
 	const char *conf = &slurm_conf != NULL && slurm_conf.slurmd_spooldir != NULL
 				   ? slurm_conf.slurmd_spooldir : "/var/spool/slurmd";
-	const char *node = env_get(job_env, "SLURMD_NODENAME");
+	const char *node = sq_env_value(job_env, "SLURMD_NODENAME");
 	char host[256] = "";
 	size_t n = 0;
 
@@ -181,8 +172,8 @@ void sq_pmix_task_env(char *const task_env[], void (*set)(void *ctx, const char 
 						  { "PMIX_GDS_MODULE", "PMIX_MCA_gds" } };
 
 	for (size_t i = 0; i < sizeof(from_to) / sizeof(from_to[0]); i++) {
-		const char *value = env_get(task_env, from_to[i][0]);
-		if (value != NULL && env_get(task_env, from_to[i][1]) == NULL)
+		const char *value = sq_env_value(task_env, from_to[i][0]);
+		if (value != NULL && sq_env_value(task_env, from_to[i][1]) == NULL)
 			set(ctx, from_to[i][1], value);
 	}
 }
