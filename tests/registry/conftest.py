@@ -239,17 +239,21 @@ def basic_registry(tmp_path_factory):
 
 # -- counting, throttling proxy ---------------------------------------------------------------
 class Proxy:
-    """Forwards to a registry, counting blob GETs (and Range requests); optionally slow."""
+    """Forwards to a registry, counting blob GETs (and Range requests) and manifest
+    requests (GET and HEAD, by the tag or digest asked for); optionally slow."""
 
     def __init__(self, upstream: str, rate: float = 0.0) -> None:
         self.upstream = upstream
         self.rate = rate  # bytes per second for blob bodies; 0 = unlimited
         self.gets: Counter[str] = Counter()
+        self.manifests: Counter[str] = Counter()
+        self.manifest_delay = 0.0  # seconds each manifest answer waits (a slow registry)
         self.ranges: list[tuple[str, str]] = []
         self.cut: dict[str, int] = {}  # digest -> close the connection after N body bytes, once
         self.cut_pause = 0.0  # seconds the cut connection stays open after its last byte
         self.no_range = False  # drop Range headers: the upstream answers 200, the whole blob
         self.port = free_port()
+        self.lock = threading.Lock()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -259,6 +263,11 @@ class Proxy:
                 pass
 
             def _forward(self, method: str) -> None:
+                asked = re.search(r"/manifests/([^/?]+)$", self.path)
+                if asked:
+                    with proxy.lock:
+                        proxy.manifests[asked.group(1)] += 1
+                    time.sleep(proxy.manifest_delay)
                 m = re.search(r"/blobs/(sha256:[0-9a-f]{64})", self.path)
                 if m and method == "GET":
                     proxy.gets[m.group(1)] += 1

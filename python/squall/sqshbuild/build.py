@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -33,8 +34,10 @@ from squall.sqshbuild.cache.layout import (
     work_dir_prefix,
 )
 from squall.sqshbuild.cache.leftovers import remove_dead_temps, remove_dead_work_dirs
+from squall.sqshbuild.cache.pins import JobPin
 from squall.sqshbuild.cache.publish import publish
 from squall.sqshbuild.layers import LayerCache
+from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.outpath import OutputTarget
 from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.refs import Source, parse_source
@@ -86,6 +89,7 @@ class BuildOptions:
     jobs: int = 0  # parallel downloads; 0 = default_jobs()
     work_dir: Path | None = None
     offline_ok: bool = True
+    job: str = ""  # a job key (--job): a tag is resolved once for the job and pinned
     reporter: Reporter = field(default_factory=Reporter)
     # filled in: stage -> seconds since build() started (first time the stage was reached)
     timings: dict[str, float] = field(default_factory=dict)
@@ -107,6 +111,18 @@ class BuildResult:
     seconds: float
     sidecar: dict[str, Any]
     pipeline: str = ""
+    pinned: bool = False  # this build resolved the tag for its job and pinned the digest
+
+
+@dataclass
+class _Pinned:
+    """A job's pinned digest not in any cache yet: with the manifest and the build lock
+    when this process resolved the tag (it took the lock before it wrote the pin, so the
+    job's other nodes wait for its build), else only the digest."""
+
+    digest: str
+    manifest: Manifest | None = None
+    lock: SharedLock | None = None
 
 
 def default_jobs() -> int:
@@ -218,7 +234,9 @@ def build(ref_text: str, opts: BuildOptions) -> BuildResult:
                 if isinstance(resolved, BuildResult):
                     resolved.seconds = opts.elapsed()
                     return resolved
-                return _build_registry(src, client, caches, resolved, platform, opts)
+                result = _build_registry(src, client, caches, resolved, platform, arch, opts)
+                result.pinned = isinstance(resolved, _Pinned) and resolved.manifest is not None
+                return result
             return _build_local(src, caches, platform, arch, opts)
         finally:
             if caches.scratch is not None:
@@ -240,12 +258,16 @@ def _hit(cache: ImageCache, src: Source, digest: str, platform: str,
 
 
 def _resolve_registry(src: Source, client: RegistryClient, caches: Caches, platform: str,
-                      arch: str, opts: BuildOptions) -> Manifest | BuildResult:
+                      arch: str, opts: BuildOptions) -> Manifest | BuildResult | _Pinned:
     variant = opts.squash.variant()
+    if src.digest and (where := caches.find(src.digest, variant)) is not None:
+        return _hit(where, src, src.digest, platform, opts)  # digests never move: no request
     known = caches.lookup(src.canonical, platform, variant)
     where = caches.find(known, variant) if known else None
     if known and where and src.digest:
-        return _hit(where, src, known, platform, opts)  # digests never move
+        return _hit(where, src, known, platform, opts)  # an index digest, resolved before
+    if opts.job and not src.digest:
+        return _resolve_pinned(src, client, caches, platform, arch, opts)
     opts.reporter.stage(f"resolving {src.canonical} for {platform}")
     try:
         manifest = client.resolve(src.digest or src.tag, arch)
@@ -257,22 +279,101 @@ def _resolve_registry(src: Source, client: RegistryClient, caches: Caches, platf
     return manifest
 
 
-def _build_registry(src: Source, client: RegistryClient, caches: Caches, manifest: Manifest,
-                    platform: str, opts: BuildOptions) -> BuildResult:
-    digest = manifest.digest
-    variant = opts.squash.variant()
-    rep = opts.reporter
-    found = caches.find(digest, variant)
+def _resolve_pinned(src: Source, client: RegistryClient, caches: Caches, platform: str,
+                    arch: str, opts: BuildOptions) -> BuildResult | _Pinned:
+    """The digest the job pinned for this tag; the first of the job's builds to get here
+    resolves the tag (the job's one registry request) and pins it, the others wait for
+    the pin and never ask the registry."""
+    pin = JobPin(opts.job, src.canonical, platform)
+    caches_all = [*caches.read, caches.write]
+    digest = pin.read(caches_all)
+    if digest is None:
+        cache = caches.write
+        lock = pin.lock(cache)
+        got = lock.acquire(done=lambda: pin.read(caches_all) is not None,
+                           on_wait=lambda o: opts.reporter.stage(
+                               f"waiting for {(o or {}).get('host', 'another node')} to "
+                               f"resolve {src.canonical} for job {opts.job}"))
+        try:
+            digest = pin.read(caches_all)
+            if got and digest is None:
+                return _pin_now(pin, src, client, caches, platform, arch, opts)
+        finally:
+            lock.release()
+        if digest is None:  # the holder failed: its error was its own; this one resolves
+            return _resolve_pinned(src, client, caches, platform, arch, opts)
+    found = caches.find(digest, opts.squash.variant())
     if found is not None:
         return _hit(found, src, digest, platform, opts)
-    cache = caches.building(rep)
-    lock = cache.lock(digest, variant)
-    if not lock.acquire(done=lambda: cache.has(digest, variant), on_wait=rep.waiting):
-        return _hit(cache, src, digest, platform, opts)
+    return _Pinned(digest)
+
+
+def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
+             platform: str, arch: str, opts: BuildOptions) -> BuildResult | _Pinned:
+    """Under the pin's lock: resolve the tag, take the image's build lock when it is not
+    cached, then write the pin, so that the job's other nodes wait for this build."""
+    variant = opts.squash.variant()
+    opts.reporter.stage(f"resolving {src.canonical} for {platform} (job {pin.job})")
+    try:
+        manifest = client.resolve(src.tag, arch)
+    except SquallError as exc:
+        known = caches.lookup(src.canonical, platform, variant)
+        where = caches.find(known, variant) if known else None
+        if not (known and where and opts.offline_ok
+                and str(exc).startswith("registry unreachable")):
+            raise
+        opts.reporter.stage(f"{exc}; using the cached image {known}")
+        pin.write(caches.write, known, socket.gethostname())
+        result = _hit(where, src, known, platform, opts)
+        result.pinned = True
+        return result
+    digest = manifest.digest
+    found = caches.find(digest, variant)
+    held: SharedLock | None = None
+    if found is None:
+        cache = caches.building(opts.reporter)
+        held = cache.lock(digest, variant)
+        if not held.acquire(done=lambda: cache.has(digest, variant),
+                            on_wait=opts.reporter.waiting):
+            held, found = None, cache
+    try:
+        pin.write(caches.write, digest, socket.gethostname())
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
+    if found is not None:
+        result = _hit(found, src, digest, platform, opts)
+        result.pinned = True
+        return result
+    return _Pinned(digest, manifest, held)
+
+
+def _build_registry(src: Source, client: RegistryClient, caches: Caches,
+                    target: Manifest | _Pinned, platform: str, arch: str,
+                    opts: BuildOptions) -> BuildResult:
+    if isinstance(target, _Pinned):
+        manifest, digest, lock = target.manifest, target.digest, target.lock
+    else:
+        manifest, digest, lock = target, target.digest, None
+    variant = opts.squash.variant()
+    rep = opts.reporter
+    if lock is None:
+        found = caches.find(digest, variant)
+        if found is not None:
+            return _hit(found, src, digest, platform, opts)
+        cache = caches.building(rep)
+        lock = cache.lock(digest, variant)
+        if not lock.acquire(done=lambda: cache.has(digest, variant), on_wait=rep.waiting):
+            return _hit(cache, src, digest, platform, opts)
+    else:
+        cache = caches.write
     layers_cache: LayerCache | None = None
     try:
         if cache.has(digest, variant):
             return _hit(cache, src, digest, platform, opts)
+        if manifest is None:  # pinned by a build that did not finish: by its digest
+            manifest = client.resolve(digest, arch)
         _clean_dead_temps(cache, digest, variant)
         layers_cache = LayerCache(cache.layer_root, cache.trust, opts.work_dir,
                                   read_only=[(c.layer_root, c.trust) for c in caches.read

@@ -31,6 +31,7 @@ from squall.sqshbuild.cache import gc as cache_gc
 from squall.sqshbuild.cache.image_cache import ImageCache, open_private, open_reader, open_shared
 from squall.sqshbuild.cache.layout import default_cache_dir, parse_size, user_cache_dir
 from squall.sqshbuild.cache.leftovers import remove_dead_work_dirs
+from squall.sqshbuild.cache.pins import check_job
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
 from squall.sqshbuild.trust import builder_name, is_writer
 
@@ -167,13 +168,20 @@ def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
               help="Parallel downloads [default: 2 on 2 CPUs, up to 4 with more].")
 @click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Scratch space for dockerd:// and the unpack pipeline [default: TMPDIR].")
+@click.option("--job", default="", metavar="KEY",
+              help="Resolve a tag once for this job and pin it: later builds with the same "
+                   "KEY use the pinned digest without asking the registry (the plugin "
+                   "passes CLUSTER-UID-JOBID).")
 @json_option
 @output_options
 def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, compressor: str,
               level: int, block_size: int, processors: int, enroot_compat: bool, pipeline: str,
-              insecure: tuple[str, ...], jobs: int, work_dir: Path | None, as_json: bool) -> None:
+              insecure: tuple[str, ...], jobs: int, work_dir: Path | None, job: str,
+              as_json: bool) -> None:
     """Build REF into the cache (or -o PATH) and print the image path (-q: only that)."""
     quiet = is_quiet()
+    if job:
+        check_job(job)
     if enroot_compat:
         squash = ENROOT_COMPAT
         if pipeline == "stream":
@@ -194,13 +202,17 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
         reporter = PlainReporter()
     squash = SquashOptions(**{**squash.__dict__, "progress": False})
     bopts = BuildOptions(cache_dir=cache_dir, output=output, arch=arch, squash=squash,
-                         insecure=insecure, jobs=jobs, work_dir=work_dir, reporter=reporter)
+                         insecure=insecure, jobs=jobs, work_dir=work_dir, job=job,
+                         reporter=reporter)
     result = build(ref, bopts)
+    if result.pinned:  # said even with -q: the plugin passes this line on to srun
+        click.echo(f"sqshbuild: job {job} pinned {result.reference} to {result.digest}: its "
+                   "later steps, failover attempts and requeues run this digest", err=True)
     if as_json:
         click.echo(json.dumps({"path": str(result.path), "digest": result.digest,
                                "reference": result.reference, "cached": result.cached,
                                "seconds": round(result.seconds, 3),
-                               "pipeline": result.pipeline,
+                               "pipeline": result.pipeline, "pinned": result.pinned,
                                "size": result.path.stat().st_size,
                                "versions": result.sidecar.get("versions", {}),
                                "timings": bopts.timings}))

@@ -11,6 +11,7 @@ from typing import Any
 
 from squall.errors import SquallError
 from squall.sqshbuild import safefs
+from squall.sqshbuild.cache import pins
 from squall.sqshbuild.cache.image_cache import ImageCache
 from squall.sqshbuild.cache.layout import TMP_PREFIX
 from squall.sqshbuild.cache.leftovers import remove_dead_temps
@@ -101,10 +102,19 @@ def gc(cache: ImageCache, max_bytes: int, dry_run: bool = False) -> list[dict[st
 
 
 def remove_leftovers(cache: ImageCache) -> list[dict[str, Any]]:
-    """Temporary files of dead builds in the cache, and partial layer downloads no build
-    holds (their lock is free)."""
+    """Temporary files of dead builds in the cache, partial layer downloads no build
+    holds (their lock is free), and job pins past their age (pins.MAX_AGE)."""
     gone = [*remove_dead_temps(cache.root, f"{TMP_PREFIX}*", cache.trust),
-            *remove_dead_temps(cache.root / "index", f"{TMP_PREFIX}*", cache.trust)]
+            *remove_dead_temps(cache.root / "index", f"{TMP_PREFIX}*", cache.trust),
+            *remove_dead_temps(cache.root / "pins", f"{TMP_PREFIX}*", cache.trust)]
+    for pin in pins.expired(cache):
+        st = safefs.lstat(pin)
+        if st is not None and may_remove(st, cache.trust):
+            try:
+                pin.unlink()
+                gone.append((pin, st.st_size))
+            except OSError:
+                pass
     layer_dir = cache.layer_root / "sha256"
     stems = {p.name.split(".")[0] for pat in ("*.partial", "*.tar.tmp", "*.tar")
              for p in layer_dir.glob(pat)}
