@@ -112,22 +112,46 @@ static void add_note(struct sq_image *img, const char *line)
 		snprintf(img->note + n, sizeof(img->note) - n, "%s%s", n ? "\n" : "", line);
 }
 
+/* sqshbuild's line when this build pinned the job's digest, passed on to srun. */
+static void pass_pin_line(int fd, struct sq_image *out)
+{
+	static const char prefix[] = "sqshbuild: job ";
+	char *text = sq_capture_read(fd), *line, *save = NULL;
+	char note[1024];
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, prefix, sizeof(prefix) - 1) != 0)
+			continue;
+		snprintf(note, sizeof(note), "squall: %s", line + strlen("sqshbuild: "));
+		add_note(out, note);
+	}
+	free(text);
+}
+
 /* One run of `sqshbuild build`: 0 when it ran (*status; line: its last stdout line when
  * it exited 0, else its last stderr line), -1 with err. */
 static int run_build(const char *text, const struct sq_image_env *e, char *const envp[],
 		     const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
-		     char *line, size_t linelen, char *err, size_t errlen)
+		     char *line, size_t linelen, struct sq_image *out, char *err, size_t errlen)
 {
 	const char *argv[] = { e->sqshbuild, "build", "--quiet", "--cache-dir", e->cache_dir,
-			       text, NULL };
+			       text, NULL, NULL, NULL };
 	struct sq_child child;
 	int ok;
 
+	if (e->job != NULL && e->job[0] != '\0') {
+		argv[5] = "--job";
+		argv[6] = e->job;
+		argv[7] = text;
+	}
 	if (sq_run_opts(e->sqshbuild, (char *const *)argv, envp, cred, o, status, &child, err,
 			errlen) < 0)
 		return -1;
 	ok = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
 	sq_capture_tail(ok ? child.out_fd : child.err_fd, 1, line, linelen);
+	if (ok)
+		pass_pin_line(child.err_fd, out);
 	sq_child_close(&child);
 	return 0;
 }
@@ -148,7 +172,8 @@ static int build_as_builder(const char *text, const struct sq_image_env *e,
 		return 0;
 	}
 	add_note(out, note);
-	rc = run_build(text, e, b.envp, &b.cred, &in_root, status, line, linelen, err, errlen);
+	rc = run_build(text, e, b.envp, &b.cred, &in_root, status, line, linelen, out, err,
+		       errlen);
 	sq_builder_free(&b);
 	if (rc < 0)
 		return -1;
@@ -177,7 +202,7 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 		return -1;
 	/* No builder, or it may not pull this: as the user, with the job's environment. */
 	if (ran == 0 && run_build(text, e, e->envp, e->cred, NULL, &status, line, sizeof(line),
-				  err, errlen) < 0)
+				  out, err, errlen) < 0)
 		return -1;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char why[64];

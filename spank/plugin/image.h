@@ -5,8 +5,10 @@
  * exist, be a regular file (stat'ed first: a FIFO, device, directory or socket is refused
  * without being opened, core/safeopen.h), be readable and start with the squashfs magic
  * "hsqs". A registry reference
- * is handed to `sqshbuild build --quiet --cache-dir DIR REF`, which pulls it once for the
- * whole cluster into the shared cache and prints the path. It runs as the image builder
+ * is handed to `sqshbuild build --quiet --cache-dir DIR --job KEY REF`, which pulls it once
+ * for the whole cluster into the shared cache and prints the path; with the job's key
+ * (CLUSTER-UID-JOBID) a tag is resolved once for the job and every node, later step,
+ * failover attempt and requeue runs the digest it pinned (docs/images.md). It runs as the image builder
  * (builder.h) when the node has one: its own ids, groups and environment, in /. When
  * the builder may not pull the image (exit status 3: the registry refused its
  * credentials), the same command runs as the user with the job's environment, into the
@@ -35,6 +37,7 @@ struct sq_image_env {
 	char *const *envp;        /* environment for the builder */
 	const struct sq_cred *cred;
 	const char *builder_conf; /* NULL: /etc/squall/builder (builder.h) */
+	const char *job;          /* "" or the job's key: a tag is resolved once per job */
 };
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

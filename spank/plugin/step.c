@@ -4,6 +4,7 @@
  * join.c, the step's end in step_end.c.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -338,16 +339,37 @@ static void mark_job_names(const struct sq_step *s)
 		close(fd);
 }
 
+/* The job's key for sqshbuild's pins: CLUSTER-UID-JOBID. The uid and job id are
+ * slurmstepd's; the cluster name only keeps two clusters that share a cache apart (a user
+ * who changes it reaches only her own jobs' pins). */
+static void job_key(const struct sq_step *s, char *out, size_t outlen)
+{
+	const char *cluster = sq_env_value(s->runtime_env, "SLURM_CLUSTER_NAME");
+	char name[65];
+	size_t n = 0;
+
+	for (; cluster != NULL && cluster[n] != '\0' && n < sizeof(name) - 1; n++) {
+		char c = cluster[n];
+		name[n] = (isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-') ? c : '_';
+	}
+	name[n] = '\0';
+	snprintf(out, outlen, "%s%s-%u-%u", n && isalnum((unsigned char)name[0]) ? "" : "c",
+		 name, (unsigned)s->uid, (unsigned)s->jobid);
+}
+
 /* The image: a file, or a registry reference through the site's importer, `enroot load`
  * (use_enroot_load) or sqshbuild's shared cache. 0 ok, -1 failed (error kept). */
 static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cred *cred)
 {
 	const struct sq_config *cfg = s->cfg;
 	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
-				     NULL };
+				     NULL, NULL };
 	struct sq_image_ref ref;
-	char err[8192];
+	char err[8192], job[96];
 	int registry, rc;
+
+	job_key(s, job, sizeof(job));
+	ienv.job = job;
 
 	if (sq_imgref_parse(s->opt->image, &ref, err, sizeof(err)) < 0) {
 		sq_imgref_free(&ref);

@@ -24,7 +24,8 @@ REGISTRY = "login:5000"
 WORK = "/fsx/squall-tests/sqshbuild"
 IMAGEKIT = Path(__file__).resolve().parents[1] / "registry" / "imagekit.py"
 
-# Run with python3 on the login node: push.py REPO TAG BIG_MB -> prints the manifest digest.
+# Run with python3 on the login node: [MARK=TEXT] push.py REPO TAG BIG_MB -> prints the
+# manifest digest (MARK: the image's /etc/mark).
 PUSH = r'''
 import io, json, os, subprocess, sys, tarfile
 sys.path.insert(0, os.path.dirname(__file__))
@@ -66,6 +67,8 @@ for path, data in sorted(files.items()):
     entries.append(("file", path, data, 0o755))
 entries += [("file", "gone/file", "x"), ("file", "opaque/old", "old"),
             ("file", "etc/os-release", "ID=sqshbuildtest\n")]
+if os.environ.get("MARK"):  # tells two images pushed under one tag apart
+    entries.append(("file", "etc/mark", os.environ["MARK"] + "\n"))
 hello = ('#!/bin/sh\necho "hello $GREETING from $(pwd) args:$*"\n')
 middle = layer(("file", ".wh.gone", ""), ("dir", "opaque"), ("file", "opaque/.wh..wh..opq", ""),
                ("file", "opaque/new", "new"), ("dir", "usr/local"), ("dir", "usr/local/bin"),

@@ -1,0 +1,100 @@
+"""One registry request per job, and one image per job (issue 27, docs/images.md "One
+image per job"), on the mini cluster with the login node's registry.
+
+Before the job pin, every node resolved the tag for every step (a 3-node job of 2 steps
+made 6 manifest requests) and a tag pushed between two steps of a job gave its later step
+the new image. Now the first step's resolution is pinned for the job (cluster, user, job
+id): later steps, other nodes and a requeue of the job run that digest and ask nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+import uuid
+
+import pytest
+
+from .cluster import Cluster
+from .test_registry_mirror_cluster import manifest_gets
+from .test_sqshbuild_cluster import REGISTRY, log_mark, tools  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.cluster
+JOBS = "/fsx/home/squall/jobs"
+
+
+def push_marked(cluster: Cluster, tools: str, repo: str, mark: str) -> str:  # noqa: F811
+    res = cluster.run(f"MARK={mark} python3 {tools}/push.py {repo} v1 0", node="login",
+                      timeout=300)
+    return json.loads(res.out.strip().splitlines()[-1])["digest"]
+
+
+def wait_lines(cluster: Cluster, path: str, n: int, timeout: float = 180) -> list[str]:
+    host = cluster.fsx_host / path[len("/fsx/"):]
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = host.read_text().split() if host.exists() else []
+        if len(lines) >= n:
+            return lines
+        assert time.monotonic() < deadline, f"{path}: {lines}"
+        time.sleep(0.3)
+
+
+def test_a_cached_tag_on_three_nodes_in_two_steps_asks_the_registry_once(
+        cluster: Cluster, tools: str) -> None:  # noqa: F811
+    repo = f"pin/once-{uuid.uuid4().hex[:6]}"
+    push_marked(cluster, tools, repo, "one")
+    ref = f"{REGISTRY}/{repo}:v1"
+    cluster.run(f"srun -N1 -w node1 --container-image={ref} cat /etc/mark",
+                timeout=300)  # cached
+    mark = log_mark(cluster)
+    step = f"srun -N3 --container-image={ref} cat /etc/mark"
+    res = cluster.run(f"salloc -N3 -Q bash -c {shlex.quote(f'{step}; {step}')}", timeout=300)
+    assert res.out.split() == ["one"] * 6, res
+    assert manifest_gets(cluster, repo, mark) <= 1, res
+    pinned = [ln for ln in res.err.splitlines() if " pinned " in ln]
+    assert len(pinned) == 1 and pinned[0].startswith("squall: job ") and ref in pinned[0], res
+
+
+def test_a_tag_moved_between_two_steps_changes_nothing_in_the_job(
+        cluster: Cluster, tools: str) -> None:  # noqa: F811
+    repo = f"pin/moved-{uuid.uuid4().hex[:6]}"
+    old = push_marked(cluster, tools, repo, "old")
+    ref = f"{REGISTRY}/{repo}:v1"
+    base = f"{JOBS}/pin-moved-{time.time_ns()}"
+    step = f"srun -N3 --container-image={ref} cat /etc/mark"
+    jobid = cluster.sbatch(f"#!/bin/bash\n{step} > {base}.1\n"
+                           f"while [ ! -e {base}.go ]; do sleep 0.2; done\n"
+                           f"{step} > {base}.2\n", f"-N3 -o {base}.log")
+    assert wait_lines(cluster, f"{base}.1", 3) == ["old"] * 3
+    new = push_marked(cluster, tools, repo, "new")
+    assert new != old
+    cluster.put(f"{base}.go", "")
+    info = cluster.wait_job(jobid, {"COMPLETED", "FAILED"}, timeout=300)
+    log = (cluster.fsx_host / f"{base}.log"[len("/fsx/"):]).read_text()
+    assert info["JobState"] == "COMPLETED", (info, log)
+    assert wait_lines(cluster, f"{base}.2", 3) == ["old"] * 3, log
+    res = cluster.run(f"srun -N3 --container-image={ref} cat /etc/mark", timeout=300)
+    assert res.out.split() == ["new"] * 3, res  # the next job takes the tag as it is now
+
+
+def test_a_requeued_job_runs_the_digest_it_pinned(cluster: Cluster,
+                                                  tools: str) -> None:  # noqa: F811
+    repo = f"pin/requeue-{uuid.uuid4().hex[:6]}"
+    push_marked(cluster, tools, repo, "first")
+    ref = f"{REGISTRY}/{repo}:v1"
+    out = f"{JOBS}/pin-requeue-{time.time_ns()}.out"
+    jobid = cluster.sbatch(
+        f"#!/bin/bash\nsrun -N2 --container-image={ref} cat /etc/mark >> {out}\n"
+        "[ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] && exit 0\nsleep 600\n",
+        f"-N2 --requeue -o {out}.log")
+    try:
+        assert wait_lines(cluster, out, 2) == ["first"] * 2
+        push_marked(cluster, tools, repo, "second")
+        cluster.run(f"scontrol requeue {jobid}", user="root")
+        info = cluster.wait_job(jobid, {"COMPLETED"}, timeout=300,
+                                where=lambda i: i.get("Restarts") == "1")
+        assert wait_lines(cluster, out, 4) == ["first"] * 4, info
+    finally:
+        cluster.run(f"scancel {jobid}", user="root", check=False)
