@@ -129,9 +129,8 @@ def test_a_cached_digest_reference_makes_no_request(registry, proxy, cache_dir, 
     assert sum(proxy.manifests.values()) == before, proxy.manifests
 
 
+@pytest.mark.needs_root("the shared cache, and another user's file in it")
 def test_a_planted_pin_is_not_used(registry, proxy, cache_dir, clean_env):
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the shared cache and another user's file in it")
     repo = f"test/pin-planted-{uuid.uuid4().hex[:6]}"
     real = registry.pusher.push(repo, "v1", image("real"))
     other = registry.pusher.push(repo, "other", image("other"))
