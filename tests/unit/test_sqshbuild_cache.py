@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from squall.sqshbuild.cache import gc, index
 from squall.sqshbuild.cache.image_cache import open_shared
 from squall.sqshbuild.cache.layout import parse_size
 from squall.sqshbuild.cache.publish import publish
-from squall.sqshbuild.lock import SharedLock
+from squall.sqshbuild.lock import SKEW_BOUND, SharedLock
 from squall.sqshbuild.versions import VersionProbe
 
 D1 = "sha256:" + "1" * 64
@@ -46,16 +47,53 @@ def test_lock_of_a_dead_process_is_taken_over(tmp_path):
     lock.release()
 
 
-def test_lock_with_an_old_heartbeat_from_another_host_is_stale(tmp_path):
+def test_a_lock_left_hours_ago_by_another_host_is_stale_at_once(tmp_path):
     path = tmp_path / "l"
     path.write_text(json.dumps({"host": "some-other-node", "pid": 1, "since": 0}))
     lock = SharedLock(path, stale_after=30)
     assert not lock.is_stale()
-    old = time.time() - 120
+    old = time.time() - 30 - SKEW_BOUND - 60
     os.utime(path, (old, old))
     assert lock.is_stale()
     assert lock.acquire(timeout=5)
     lock.release()
+
+
+def test_a_lock_minutes_old_by_this_clock_waits_for_its_own_bound(tmp_path):
+    """Two minutes old by this node's clock: another node's clock may be two minutes
+    behind, so only stale_after of this waiter's own watching makes it stale."""
+    path = tmp_path / "l"
+    path.write_text(json.dumps({"host": "some-other-node", "pid": 1, "since": 0}))
+    old = time.time() - 120
+    os.utime(path, (old, old))
+    lock = SharedLock(path, stale_after=1.0)
+    assert not lock.is_stale()
+    started = time.monotonic()
+    assert lock.acquire(timeout=10, poll=0.05)
+    assert 1.0 <= time.monotonic() - started < 5
+    lock.release()
+
+
+def test_a_live_lock_of_a_node_whose_clock_is_minutes_behind_is_honoured(tmp_path):
+    """The holder's node refreshes the lock every 0.2 s, its clock 5 minutes behind this
+    one's (on a network file system the client sets mtime): never taken over (before: at
+    once, and both built)."""
+    path = tmp_path / "l"
+    path.write_text(json.dumps({"host": "some-other-node", "pid": 1, "since": 0}))
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.2):
+            behind = time.time() - 300
+            os.utime(path, (behind, behind))
+
+    threading.Thread(target=beat, daemon=True).start()
+    try:
+        waiter = SharedLock(path, stale_after=1.0)
+        with pytest.raises(SquallError, match="timed out"):
+            waiter.acquire(timeout=2.5, poll=0.05)
+    finally:
+        stop.set()
 
 
 def test_waiter_returns_when_the_holder_publishes(tmp_path):

@@ -4,8 +4,11 @@
 lock is a file created with ``O_CREAT|O_EXCL`` (atomic on NFSv3+ and Lustre) holding the
 owner's host, pid and start time. The owner refreshes the file's mtime every
 ``heartbeat`` seconds from a thread. A waiter takes the lock over when the owner is gone:
-same host and the pid no longer exists, or the mtime is older than ``stale_after`` (a
-crashed or SIGKILLed node). Takeover renames the stale file to a unique name first, so of
+same host and the pid no longer exists, or the file has not changed for ``stale_after``
+seconds of the waiter's own monotonic clock (a crashed or SIGKILLed node). The file's
+mtime against the waiter's wall clock counts only past ``SKEW_BOUND`` more: nodes whose
+clocks are minutes apart never break each other's live lock, and a lock left hours ago is
+taken at once. Takeover renames the stale file to a unique name first, so of
 two waiters only one wins, then creates the lock afresh.
 
 A lock is honoured only when a trusted owner made it (:mod:`.trust`): another user's lock
@@ -36,6 +39,9 @@ from squall.sqshbuild.trust import Trust, may_remove, who
 
 HEARTBEAT = 5.0
 STALE_AFTER = 60.0
+# How far apart two nodes' clocks may be without a waiter breaking a live lock on its
+# mtime alone (an NTP-less node can be minutes off; an hour is no longer a skew).
+SKEW_BOUND = 3600.0
 
 
 def pid_alive(pid: int) -> bool:
@@ -134,8 +140,10 @@ class SharedLock:
         pid = owner.get("pid")
         if owner.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
             return True
+        # by the wall clock only when no skew explains it; a future mtime counts only by
+        # our own monotonic clock (above)
         age = time.time() - st.st_mtime
-        return age > self.stale_after  # a future mtime counts only by our own clock
+        return age > self.stale_after + SKEW_BOUND
 
     def break_stale(self) -> bool:
         """Remove the lock if its owner is gone; True if this process removed it."""
