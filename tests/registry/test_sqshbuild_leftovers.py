@@ -144,3 +144,23 @@ def test_gc_cli_reports_nothing_to_do(cache_dir, clean_env):
     res = run(["gc", "--max-size", "1T", "--cache-dir", str(cache_dir)], clean_env)
     assert res.returncode == 0 and "already under" in res.stdout, res.stderr
     assert sys.executable
+
+
+def test_a_build_under_the_lock_removes_another_nodes_dead_temporary(registry, cache_dir,
+                                                                     clean_env):
+    """A node killed mid-squash leaves its .building-* file on /fsx under its own host
+    name; the next build of that image, holding the image's lock, removes it (before: kept
+    for a day, since no other host can tell whether that build is dead)."""
+    repo = f"test/leftover-{uuid.uuid4().hex[:8]}"
+    digest = registry.pusher.push(repo, "v1", Image([layer(("file", "a", "a"))],
+                                                    {"Cmd": ["/bin/true"]}))
+    hexd = digest.split(":")[1]
+    other = cache_dir / f".building-sha256-{hexd}.another-node.4242~{'a' * 32}"
+    other.write_bytes(b"x" * (1 << 20))
+    unrelated = cache_dir / f".building-sha256-{'d' * 64}.another-node.4242~{'b' * 32}"
+    unrelated.write_bytes(b"x")
+    res = run(["build", "-q", "--cache-dir", str(cache_dir), f"{registry.host}/{repo}:v1"],
+              clean_env)
+    assert res.returncode == 0, res.stderr
+    assert not other.exists()
+    assert unrelated.exists()  # another image's: its own lock's holder decides

@@ -374,7 +374,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
             return _hit(cache, src, digest, platform, opts)
         if manifest is None:  # pinned by a build that did not finish: by its digest
             manifest = client.resolve(digest, arch)
-        _clean_dead_temps(cache, digest, variant)
+        _clean_dead_temps(cache, digest, variant, lock)
         layers_cache = LayerCache(cache.layer_root, cache.trust, opts.work_dir,
                                   read_only=[(c.layer_root, c.trust) for c in caches.read
                                              if c is not cache])
@@ -451,7 +451,7 @@ def _build_local(src: Source, caches: Caches, platform: str, arch: str,
                             on_wait=opts.reporter.waiting):
             return _hit(cache, src, digest, platform, opts)
         try:
-            _clean_dead_temps(cache, digest, variant)
+            _clean_dead_temps(cache, digest, variant, lock)
             layers = [Layer(name, opener) for name, opener in image.layers]
             sidecar = {
                 "reference": src.text, "canonical": src.canonical, "manifest_digest": digest,
@@ -474,9 +474,12 @@ def _platform_of(config: dict[str, Any], default: str) -> str:
     return f"{config.get('os', 'linux')}/{arch}" if arch else default
 
 
-def _clean_dead_temps(cache: ImageCache, digest: str, variant: str) -> None:
-    """We hold the lock, so any temp file for this entry is a dead build's leftover."""
-    remove_dead_temps(cache.root, f"{TMP_PREFIX}{entry_name(digest, variant)}.*", cache.trust)
+def _clean_dead_temps(cache: ImageCache, digest: str, variant: str, lock: SharedLock) -> None:
+    """Holding the entry's lock, every temp file of this entry is a dead build's leftover,
+    another node's too (a node killed mid-build left gigabytes on /fsx); going on without
+    the lock (an untrusted or unremovable one), only what dead builds of this host left."""
+    remove_dead_temps(cache.root, f"{TMP_PREFIX}{entry_name(digest, variant)}.*", cache.trust,
+                      any_host=lock.held)
 
 
 def _squash_and_publish(cache: ImageCache, digest: str, config: dict[str, Any],

@@ -42,10 +42,12 @@ def _dead(name: str, st: os.stat_result) -> bool:
     return time.time() - st.st_mtime > DEAD_TEMP_AGE
 
 
-def remove_dead_temps(directory: Path, pattern: str,
-                      trust: Trust | None = None) -> list[tuple[Path, int]]:
+def remove_dead_temps(directory: Path, pattern: str, trust: Trust | None = None,
+                      any_host: bool = False) -> list[tuple[Path, int]]:
     """Remove the files matching ``pattern`` in ``directory`` that dead builds left and
-    this process may remove (:func:`may_remove`). Returns (path, bytes)."""
+    this process may remove (:func:`may_remove`); with ``any_host`` (the caller holds the
+    lock that every writer of these files holds) every such file but this process's own.
+    Returns (path, bytes)."""
     removed: list[tuple[Path, int]] = []
     try:
         fd = safefs.open_dir(directory)
@@ -57,7 +59,8 @@ def remove_dead_temps(directory: Path, pattern: str,
                 continue
             st = safefs.lstat_at(fd, entry.name)
             if (st is None or stat.S_ISDIR(st.st_mode) or not may_remove(st, trust)
-                    or not _dead(entry.name, st)):
+                    or not (any_host and dead_here(entry.name) is not False
+                            or _dead(entry.name, st))):
                 continue
             try:
                 os.unlink(entry.name, dir_fd=fd)
