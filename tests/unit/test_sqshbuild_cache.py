@@ -238,3 +238,24 @@ def test_a_layer_cache_elsewhere_is_checked_like_the_cache(tmp_path, monkeypatch
     os.chmod(tmp_path / "layers" / "sha256", 0o777)
     with pytest.raises(SquallError, match="convert-cache"):
         open_shared(tmp_path / "c")
+
+
+def test_a_dead_holders_other_locks_go_after_two_missed_heartbeats(tmp_path):
+    """A build killed on another node held its image's lock and a layer's: once the image
+    lock is judged stale (STALE_AFTER), the layer lock of the same holder goes after two
+    missed heartbeats, not another full STALE_AFTER (was: 60 s + 60 s on the scale
+    cluster's GlusterFS)."""
+    owner = json.dumps({"host": "dead-node", "pid": 4242, "since": 0})
+    image, layer = tmp_path / "image.lock", tmp_path / "layer.lock"
+    image.write_text(owner)
+    layer.write_text(owner)
+    assert SharedLock(image, stale_after=0.5).acquire(timeout=5, poll=0.05)
+    started = time.monotonic()
+    waiter = SharedLock(layer, heartbeat=0.2, stale_after=30)
+    assert waiter.acquire(timeout=10, poll=0.05)
+    assert time.monotonic() - started < 5
+    waiter.release()
+    other = tmp_path / "other.lock"  # a holder never judged: its own full bound
+    other.write_text(json.dumps({"host": "live-node", "pid": 4242, "since": 0}))
+    with pytest.raises(SquallError, match="timed out"):
+        SharedLock(other, heartbeat=0.2, stale_after=30).acquire(timeout=1.5, poll=0.05)

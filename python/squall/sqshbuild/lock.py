@@ -42,6 +42,10 @@ STALE_AFTER = 60.0
 # How far apart two nodes' clocks may be without a waiter breaking a live lock on its
 # mtime alone (an NTP-less node can be minutes off; an hour is no longer a skew).
 SKEW_BOUND = 3600.0
+# Owners (host, pid) whose lock this process found stale: a build that died held its
+# image's lock and its layers' locks; once one of them is judged, the others are stale as
+# soon as they have missed two heartbeats, not after a full STALE_AFTER each.
+_GONE: set[tuple[object, object]] = set()
 
 
 def pid_alive(pid: int) -> bool:
@@ -137,6 +141,9 @@ class SharedLock:
         if now - self._seen_at > self.stale_after:
             return True  # unchanged for the bound by our own clock, whatever it says
         owner = self.owner() or {}
+        if ((owner.get("host"), owner.get("pid")) in _GONE
+                and now - self._seen_at > 2 * self.heartbeat + 1):
+            return True  # its holder's other lock was stale: it died
         pid = owner.get("pid")
         if owner.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
             return True
@@ -154,11 +161,14 @@ class SharedLock:
         st = safefs.lstat(self.path)
         if st is None or not may_remove(st, self.trust):
             return False  # another user's: never removed (a sticky directory anyway)
+        owner = self.owner() or {}
         aside = self.path.with_name(f"{self.path.name}.stale.{uuid.uuid4().hex}")
         try:
             os.rename(self.path, aside)
         except OSError:  # gone already, or not ours to move (sticky directory)
             return False
+        if owner.get("host") and owner.get("pid"):
+            _GONE.add((owner.get("host"), owner.get("pid")))
         try:
             os.unlink(aside)
         except OSError:
