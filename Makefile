@@ -16,13 +16,14 @@ test-release: core
 # fails lint.
 MYPY_CLEAN := python/squall spank/core/cffi_build.py
 
-.PHONY: fuzz asan dist dist-check packages test-release deps help core lint unit registry integration test demo images cluster-up cluster-down plugin bench clean
+.PHONY: fuzz asan dist dist-check packages test-release deps help core lint unit registry integration test demo images cluster-up cluster-down scale-up scale-down plugin bench clean
 
 help:
 	@echo "make demo          build an image, write the job, run it on two nodes, kill one, watch it resume"
 	@echo "make test          lint + unit + registry + integration tests (brings the mini cluster up), with coverage"
 	@echo "make cluster-up    start the mini Slurm cluster (RELEASE=trixie|bookworm|sid)"
 	@echo "make cluster-down  stop it and remove every container, network and volume"
+	@echo "make scale-up NODES=128  many light nodes beside it, /fsx on GlusterFS (make scale-down)"
 	@echo "make packages      Debian packages (and RPMs where rpmbuild exists) in dist/"
 
 # Debian packages and squall itself (editable), when something is missing.
@@ -114,6 +115,15 @@ cluster-up: images
 
 cluster-down:
 	bash docker/cluster.sh down
+
+# The scale cluster: NODES light Slurm nodes in one container beside the mini cluster,
+# /fsx on GlusterFS (docs/cluster.md, "Many nodes on one machine").
+NODES ?= 16
+scale-up: cluster-up
+	bash docker/scale/scale.sh up $(NODES)
+
+scale-down:
+	bash docker/scale/scale.sh down
 
 integration: core images
 	$(PYTEST) tests/integration

@@ -28,6 +28,8 @@ up() {
 }
 
 down() {
+  # The scale cluster sits on this cluster's network (docker/scale/scale.sh).
+  docker rm -f "$name-scale" >/dev/null 2>&1 || true
   "${compose[@]}" down -v --remove-orphans -t 2 >/dev/null 2>&1 || true
   # /fsx holds files made as root and as the test user inside the nodes.
   [ -d "$SQUALL_FSX" ] && rm -rf "$SQUALL_FSX"
