@@ -187,3 +187,28 @@ def test_json_output_of_a_retried_build(registry, faulty, cache_dir, clean_env):
                          f"{faulty.host}/faults/json:v1"], clean_env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["cached"] is False
+
+
+def test_builds_waiting_for_a_stalled_pull_fail_with_it_not_in_turn(registry, faulty, cache_dir,
+                                                                    clean_env):
+    """Four nodes of a job want an image whose layer stalls: the one that pulls fails after
+    the deadline, and the three that waited for it fail with its cause at once, instead of
+    each taking the lock and stalling in turn (at N nodes, N deadlines)."""
+    image = push(registry, "faults/stalls-many", ("a", "b"))
+    top = sha(image.layers[0])
+    faulty.add(top, "trickle", 0.2, times=None)
+    env = {**run_env(clean_env), "SQSHBUILD_TIMEOUT": "2", "SQSHBUILD_RETRIES": "2"}
+    start = time.monotonic()
+    procs = [subprocess.Popen([*sqshbuild_cmd(), "build", "--job", "mini-1000-60",
+                               "--cache-dir", str(cache_dir),
+                               f"{faulty.host}/faults/stalls-many:v1"], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    took = time.monotonic() - start
+    assert [p.returncode != 0 for p in procs] == [True] * 4, outs
+    lines = [err.strip().splitlines()[-1] for _out, err in outs]
+    assert all(ln.startswith("sqshbuild: error: ") and "kept failing" in ln for ln in lines), lines
+    assert sum("that this one waited for failed" in ln for ln in lines) == 3, lines
+    assert len(faulty.hits(top)) == 2  # one build's two tries (before: each build's two)
+    assert took < 20, took

@@ -19,6 +19,7 @@ from squall.errors import SquallError
 from squall.log import log
 from squall.sqshbuild import enroot_files, fdtree, jsonbound, mirrors
 from squall.sqshbuild.cache import index
+from squall.sqshbuild.cache.failures import BuildFailures
 from squall.sqshbuild.cache.image_cache import (
     ImageCache,
     open_private,
@@ -332,10 +333,9 @@ def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
     held: SharedLock | None = None
     if found is None:
         cache = caches.building(opts.reporter)
-        held = cache.lock(digest, variant)
-        if not held.acquire(done=lambda: cache.has(digest, variant),
-                            on_wait=opts.reporter.waiting):
-            held, found = None, cache
+        held, _failures = _take_build_lock(cache, src, digest, opts)
+        if held is None:
+            found = cache
     try:
         pin.write(caches.write, digest, socket.gethostname())
     except BaseException:
@@ -347,6 +347,22 @@ def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
         result.pinned = True
         return result
     return _Pinned(digest, manifest, held)
+
+
+def _take_build_lock(cache: ImageCache, src: Source, digest: str,
+                     opts: BuildOptions) -> tuple[SharedLock | None, BuildFailures]:
+    """The image's build lock, or None when another build published the image meanwhile;
+    the failure of the build this one waited for is raised as this one's."""
+    variant = opts.squash.variant()
+    failures = BuildFailures(cache, digest, variant)
+    lock = cache.lock(digest, variant)
+    if lock.acquire(done=lambda: cache.has(digest, variant) or failures.new() is not None,
+                    on_wait=opts.reporter.waiting):
+        return lock, failures
+    if cache.has(digest, variant):
+        return None, failures
+    record = failures.new()
+    raise failures.error(src.canonical, record or {})
 
 
 def _build_registry(src: Source, client: RegistryClient, caches: Caches,
@@ -363,11 +379,13 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
         if found is not None:
             return _hit(found, src, digest, platform, opts)
         cache = caches.building(rep)
-        lock = cache.lock(digest, variant)
-        if not lock.acquire(done=lambda: cache.has(digest, variant), on_wait=rep.waiting):
+        got, failures = _take_build_lock(cache, src, digest, opts)
+        if got is None:
             return _hit(cache, src, digest, platform, opts)
+        lock = got
     else:
         cache = caches.write
+        failures = BuildFailures(cache, digest, variant)
     layers_cache: LayerCache | None = None
     try:
         if cache.has(digest, variant):
@@ -423,6 +441,11 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
                 except SquallError:
                     pass  # the build's own error is the one to report
         index.remember(cache, src.canonical, platform, digest)
+        failures.clear()
+    except SquallError as exc:
+        if lock.held:  # the builds waiting for this one fail with it (cache/failures.py)
+            failures.record(exc)
+        raise
     finally:
         lock.release()
         if layers_cache is not None:
