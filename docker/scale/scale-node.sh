@@ -24,8 +24,14 @@ mount --bind /run/munge "$r/run/munge"
 for f in /etc/slurm /etc/hosts /etc/resolv.conf /var/log/slurm; do mount --bind "$f" "$r$f"; done
 # attribute-timeout=0: metadata is asked of the server, as a Lustre client would (no
 # per-client cache that hides another node's lock file).
-mount -t glusterfs -o attribute-timeout=0,entry-timeout=0,negative-timeout=0 \
-  "$server:/fsx" "$r/fsx"
+# Hundreds of clients starting at once on two CPUs: a client now and then fails to set up
+# ("No suitable I/O engine found", "failed to construct the graph"); it is tried again.
+for try in 1 2 3 4 5 6; do
+  mount -t glusterfs -o attribute-timeout=0,entry-timeout=0,negative-timeout=0 \
+    "$server:/fsx" "$r/fsx" && break
+  [ "$try" -lt 6 ] || { echo "scale-node $name: /fsx not mounted after $try tries" >&2; exit 1; }
+  sleep $((RANDOM % 3 + try))
+done
 cd "$r"
 pivot_root . mnt
 umount -l /mnt
