@@ -169,6 +169,10 @@ class SharedLock:
             return False
         if owner.get("host") and owner.get("pid"):
             _GONE.add((owner.get("host"), owner.get("pid")))
+        # -v says which lock a takeover waited for, and whose it was
+        log.info("took over the stale lock %s of %s pid %s after %.0f s of watching it",
+                 self.path, owner.get("host"), owner.get("pid"),
+                 time.monotonic() - self._seen_at)
         try:
             os.unlink(aside)
         except OSError:
