@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.cluster)
+
+
+# What a failed cluster test's report shows beside its own message: the end of each Slurm
+# daemon's log, where a step that failed before the program spoke says why (a CI failure
+# cannot be rerun to look).
+LOG_TAIL = 30
+DAEMON_LOGS = [("login", "/var/log/slurm/slurmctld.log")] + [
+    (node, "/var/log/slurm/slurmd.log") for node in ("node1", "node2", "node3")]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.failed and call.when == "call" and "cluster" in getattr(item, "funcargs", {}):
+        c: Cluster = item.funcargs["cluster"]
+        for node, log in DAEMON_LOGS:
+            try:
+                text = str(c.run(f"tail -n {LOG_TAIL} {log}", node=node, user="root",
+                                 check=False, timeout=15))
+            except Exception as e:  # a node the test stopped: say so, keep the report
+                text = f"not read: {e}"
+            report.sections.append((f"{node}: {log} (last {LOG_TAIL} lines)", text))
+    return report
 
 
 @pytest.fixture(scope="session")
