@@ -55,7 +55,7 @@ asan: deps
 	LD_PRELOAD="$(ASAN_PRELOAD)" PYTHONPATH=$(CURDIR)/build/asan \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=86 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87 \
-		SQUALL_TEST_CFLAGS="$(ASAN_FLAGS) -Wno-error" $(PYTEST) -p no:cacheprovider tests/unit \
+		SQUALL_TEST_CFLAGS="$(ASAN_FLAGS) -Wno-error" $(PYTEST) -p no:cacheprovider -n $(PYTEST_WORKERS) tests/unit \
 		--ignore=tests/unit/test_mksbatch_input.py --ignore=tests/unit/test_sqshbuild_inspect.py \
 		$(ASAN_DESELECT) $(ASAN_PYTEST_ARGS)
 	@# the tests above imported the sanitized core, not the editable install's
@@ -95,10 +95,18 @@ COVERAGE := $(PYTHON) -m coverage
 COVERAGE_DIR := build/coverage
 # the unit tier alone measured 76.0 % on 2026-12-01
 UNIT_FAIL_UNDER := 75
+# $(1) runs in PYTEST_WORKERS processes (pytest-xdist): the unit and registry tiers spend
+# most of their time waiting on runtimes, subprocesses and sockets, not on a CPU. $(3), the
+# cluster tier, runs after it in one process, a test at a time, on the one mini cluster.
+# Every tier runs even when an earlier one failed, so that CI shows every failure at once.
+PYTEST_WORKERS ?= 4
 define covered
 	rm -rf $(COVERAGE_DIR) && mkdir -p -m 1777 $(COVERAGE_DIR)
-	$(COVERAGE) run -m pytest --durations=25 $(1)
-	$(COVERAGE) combine -q && $(COVERAGE) report $(2)
+	rc=0; \
+	$(COVERAGE) run -m pytest --durations=25 -n $(PYTEST_WORKERS) $(1) || rc=1; \
+	$(if $(3),$(COVERAGE) run -m pytest --durations=25 $(3) || rc=1;) \
+	$(COVERAGE) combine -q && $(COVERAGE) report $(2) || rc=1; \
+	exit $$rc
 endef
 
 unit: core
@@ -129,7 +137,7 @@ integration: core images
 	$(PYTEST) tests/integration
 
 test: lint core images
-	$(call covered,tests)
+	$(call covered,tests/unit tests/registry,,tests/integration)
 
 demo: core images
 	bash docker/demo.sh

@@ -17,7 +17,7 @@ fi
 # would test that clone's code); make test measures coverage with coverage.py >= 7.10
 # (patch = subprocess in pyproject.toml).
 if ! python3 -c 'import os, sys, squall._core, pytest, docker, ruff, mypy, build, hypothesis, lizard
-import coverage
+import coverage, xdist
 sys.exit(not squall._core.__file__.startswith(os.getcwd() + "/")
          or coverage.version_info < (7, 10))' 2>/dev/null; then
   echo "install-deps: pip install -e .[test]"

@@ -5,7 +5,7 @@
 # Prints libFuzzer's final "Done N runs" line per target; exits 1 when any target found a
 # crash, a leak or a sanitizer report (its input is left in build/artifacts/TARGET/).
 set -uo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 2
 secs=${FUZZ_SECONDS:-10}
 jobs=${FUZZ_JOBS:-$(nproc)}
 logs=${FUZZ_LOGDIR:-build/logs}
