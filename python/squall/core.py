@@ -518,39 +518,32 @@ def render_enroot_conf(
 
 # --- container lifecycle -------------------------------------------------------------
 
-_LIFE_ACTIONS = {1: "start-step", 2: "start-kept", 3: "renew"}
-_KEPT_STATES = {"none": 0, "live": 1, "stale": 2}
+_LIFE_ACTIONS = {1: "start-step", 2: "kept"}
 
 
 @dataclass(frozen=True)
 class LifecyclePlan:
     """What a step does with the node's container (spank/core/lifecycle.h).
 
-    action: ``start-step`` (a container for this step alone), ``start-kept`` (start the
-    job's kept container, then a fresh layer for the step) or ``renew`` (a fresh layer on
-    the running kept container); forget: remove a stale record first; why: the verbose
-    log's words."""
+    action: ``start-step`` (a container for this step alone) or ``kept`` (the job's kept
+    container, found or started, with a fresh layer for the step); why: the verbose log's
+    words."""
 
     action: str
-    forget: bool
     why: str
 
 
 def lifecycle_decide(*, reuse: bool = True, flag: bool | None = None, named: bool = False,
-                     save: bool = False, batch: bool = False, entrypoint: bool = False,
-                     kept: str = "none", layer_failed: bool = False) -> LifecyclePlan:
-    """The plugin's start/renew decision, from the same C function."""
-    if kept not in _KEPT_STATES:
-        raise SquallError(f"kept state {kept!r}: use one of {', '.join(_KEPT_STATES)}")
+                     save: bool = False, batch: bool = False,
+                     entrypoint: bool = False) -> LifecyclePlan:
+    """The plugin's one decision per step, from the same C function."""
     inp = ffi.new("struct sq_life_input *", {
         "reuse": int(reuse), "flag": -1 if flag is None else int(flag), "named": int(named),
-        "save": int(save), "batch": int(batch), "entrypoint": int(entrypoint),
-        "kept": _KEPT_STATES[kept],
-        "layer_failed": int(layer_failed)})
+        "save": int(save), "batch": int(batch), "entrypoint": int(entrypoint)})
     plan = ffi.new("struct sq_life_plan *")
     if lib.sq_life_decide(inp, plan) != 0:
         raise SquallError(f"lifecycle decision: {_str(plan.why)}")
-    return LifecyclePlan(_LIFE_ACTIONS[plan.action], bool(plan.forget), _str(plan.why) or "")
+    return LifecyclePlan(_LIFE_ACTIONS[plan.action], _str(plan.why) or "")
 
 
 def lifecycle_env_step_specific(name: str) -> bool:

@@ -15,11 +15,9 @@ static int flag_ok(int v, int lo, int hi)
 int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan)
 {
 	plan->action = SQ_LIFE_START_STEP;
-	plan->forget = 0;
 	if (!flag_ok(in->reuse, 0, 1) || !flag_ok(in->flag, -1, 1) || !flag_ok(in->named, 0, 1) ||
 	    !flag_ok(in->save, 0, 1) || !flag_ok(in->batch, 0, 1) ||
-	    !flag_ok(in->entrypoint, 0, 1) ||
-	    !flag_ok(in->kept, SQ_KEPT_NONE, SQ_KEPT_STALE) || !flag_ok(in->layer_failed, 0, 1)) {
+	    !flag_ok(in->entrypoint, 0, 1)) {
 		plan->why = "invalid input: started for the step";
 		return -1;
 	}
@@ -49,20 +47,8 @@ int sq_life_decide(const struct sq_life_input *in, struct sq_life_plan *plan)
 		plan->why = "the image's entrypoint runs at each start (--container-entrypoint)";
 		return 0;
 	}
-	if (in->layer_failed) {
-		plan->why = "no fresh layer on this node (the kernel refused it)";
-		return 0;
-	}
-	plan->forget = in->kept == SQ_KEPT_STALE;
-	if (in->kept == SQ_KEPT_LIVE) {
-		plan->action = SQ_LIFE_RENEW;
-		plan->why = "kept container of the job reused, fresh layer";
-	} else {
-		plan->action = SQ_LIFE_START_KEPT;
-		plan->why = in->kept == SQ_KEPT_STALE ?
-			"kept container started (the last one is gone), fresh layer" :
-			"kept container started for the job, fresh layer";
-	}
+	plan->action = SQ_LIFE_KEPT;
+	plan->why = "the job's kept container, fresh layer";
 	return 0;
 }
 

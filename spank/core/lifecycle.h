@@ -1,7 +1,9 @@
 /*
- * lifecycle.h: what a step does with the node's container -- start one for itself, start
- * the job's kept container, or renew a fresh layer on the kept one -- decided from plain
- * facts, so that the rule is in one place and unit-tested (as sq_efa_plan is for EFA).
+ * lifecycle.h: what a step does with the node's container -- start one for itself, or be
+ * served by the job's kept container -- decided once per step from the step's own facts,
+ * so that the rule is in one place and unit-tested (as sq_efa_plan is for EFA). Whether
+ * the kept container already runs is not a fact of the decision: the kept path finds it or
+ * starts it under its lock (kept.c), where the answer cannot change before it acts.
  *
  * A kept container: the first step of a job on a node starts the runtime and keeps it for
  * the job; later steps with the same image and shaping flags (the same key) reuse its image
@@ -22,14 +24,8 @@
 
 enum sq_life_action {
 	SQ_LIFE_START_STEP = 1,   /* start a container for this step; it ends with the step */
-	SQ_LIFE_START_KEPT = 2,   /* start the job's kept container, then a layer for the step */
-	SQ_LIFE_RENEW = 3,        /* the kept container runs: a layer for the step, no start */
-};
-
-enum sq_kept_state {
-	SQ_KEPT_NONE = 0,         /* no record for this job, node and key */
-	SQ_KEPT_LIVE = 1,         /* its keeper answers */
-	SQ_KEPT_STALE = 2,        /* a record whose keeper is gone */
+	SQ_LIFE_KEPT = 2,         /* the job's kept container (found or started), a fresh layer
+				   * for the step on it */
 };
 
 struct sq_life_input {
@@ -40,13 +36,10 @@ struct sq_life_input {
 			    * end (--container-save), or Enroot loads the image (use_enroot_load) */
 	int batch;         /* the batch step */
 	int entrypoint;    /* the image's entrypoint runs (--container-entrypoint): at each start */
-	int kept;          /* enum sq_kept_state */
-	int layer_failed;  /* a layer could not be made on this node (the kernel refused) */
 };
 
 struct sq_life_plan {
 	int action;        /* enum sq_life_action */
-	int forget;        /* 1: remove the stale record first */
 	const char *why;   /* static text for --container-log=verbose */
 };
 

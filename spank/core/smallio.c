@@ -1,5 +1,7 @@
 /* smallio.c: see smallio.h. */
+#include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,4 +31,47 @@ int sq_write_text(const char *path, const char *text)
 	n = write(fd, text, strlen(text));
 	close(fd);
 	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+char *sq_read_all(int fd, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap), *grown;
+	ssize_t r;
+
+	while (buf != NULL && (r = read(fd, buf + n, cap - n - 1)) != 0) {
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			return NULL;
+		}
+		n += (size_t)r;
+		if (n + 1 == cap) {
+			grown = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
+			if (grown == NULL) {
+				free(buf);
+				return NULL;
+			}
+			buf = grown;
+			cap *= 2;
+		}
+	}
+	if (buf != NULL) {
+		buf[n] = '\0';
+		*len = n;
+	}
+	return buf;
+}
+
+char *sq_read_file(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf;
+
+	if (fd < 0)
+		return NULL;
+	buf = sq_read_all(fd, len);
+	close(fd);
+	return buf;
 }

@@ -11,6 +11,14 @@
  * fd (a descriptor below 0 reads nothing). The bytes read, or -1 with buf "". */
 ssize_t sq_read_text(int fd, char *buf, size_t len);
 
+/* Read all of fd (left open: the caller's) into a heap buffer, NUL-terminated after its
+ * *len bytes (which may hold NULs: /proc/PID/environ); at most 1 GiB. NULL on a read error
+ * or out of memory. Free with free(). */
+char *sq_read_all(int fd, size_t *len);
+/* sq_read_all of the file at path, opened read-only and closed again. NULL also when it
+ * cannot be opened. */
+char *sq_read_file(const char *path, size_t *len);
+
 /* Write text to the file at path, which must exist (no create, no truncate: /proc and
  * /sys files). 0 when all of it was written, -1 otherwise. */
 int sq_write_text(const char *path, const char *text);

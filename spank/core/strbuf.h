@@ -29,6 +29,10 @@ void sq_buf_addf(struct sq_buf *b, const char *fmt, ...) __attribute__((format(p
 char *sq_buf_take(struct sq_buf *b);
 void sq_buf_release(struct sq_buf *b);
 
+/* The size of an error buffer: one line naming the cause and the fix, with a path or a
+ * program's last output lines in it. Every caller's err buffer is this size. */
+#define SQ_ERR_LEN 4096
+
 /* Write one formatted line into err (truncated, always NUL-terminated when errlen > 0).
  * Returns -1 so that error paths read `return sq_errf(err, errlen, ...);`. */
 int sq_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -1,6 +1,6 @@
 /* fuzz_lifecycle: the kept-container decision (sq_life_decide) from arbitrary field values,
  * and the container key (sq_life_key) over parts, a runtime environment and hooks' text.
- * Bytes 0-7: the decision's fields (signed); then PARTS... \0\0 ENV... (split at the first
+ * Bytes 0-5: the decision's fields (signed); then PARTS... \0\0 ENV... (split at the first
  * empty field); the first part doubles as the hooks' text. */
 #include "fuzz.h"
 #include "lifecycle.h"
@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *env[FZ_MAX_FIELDS + 1], key[33], key2[33];
 	int np = 0, ne = 0, i;
 
-	if (size < 8)
+	if (size < 6)
 		return 0;
 	in.reuse = (int8_t)data[0];
 	in.flag = (int8_t)data[1];
@@ -22,14 +22,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in.save = (int8_t)data[3];
 	in.batch = (int8_t)data[4];
 	in.entrypoint = (int8_t)data[5];
-	in.kept = (int8_t)data[6];
-	in.layer_failed = (int8_t)data[7];
-	if (sq_life_decide(&in, &plan) == 0 && (plan.action < SQ_LIFE_START_STEP ||
-						plan.action > SQ_LIFE_RENEW))
+	if (sq_life_decide(&in, &plan) == 0 && plan.action != SQ_LIFE_START_STEP &&
+	    plan.action != SQ_LIFE_KEPT)
 		abort();
 	if (plan.why == NULL)
 		abort();
-	fz_split(data + 8, size - 8, FZ_MAX_FIELDS, &ff);
+	fz_split(data + 6, size - 6, FZ_MAX_FIELDS, &ff);
 	for (i = 0; i < ff.n && ff.len[i] > 0; i++)
 		parts[np++] = ff.f[i];
 	for (i++; i < ff.n; i++) {

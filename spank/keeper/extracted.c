@@ -27,6 +27,7 @@
 #include "resume.h"
 #include "safeopen.h"
 #include "smallio.h"
+#include "strbuf.h"
 
 #define IOPRIO_CLASS_IDLE 3
 #define IOPRIO_WHO_PROCESS 1
@@ -42,7 +43,7 @@ static void entry_path(char *buf, size_t len, const char *dir, const char *key,
  * caller's or root's, not writable by others): entries are reached relative to it. */
 static int open_cache(const char *cache_dir)
 {
-	char err[512];
+	char err[SQ_ERR_LEN];
 
 	return sq_dir_open_checked(AT_FDCWD, cache_dir, (long)getuid(), err, sizeof(err));
 }

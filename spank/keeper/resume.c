@@ -96,38 +96,6 @@ static int open_dir_up(const char *path, const struct stat *st, int type, struct
 	return 0;
 }
 
-/* Read all of fd into a NUL-terminated heap buffer (*len bytes), NULL on failure. */
-static char *slurp(int fd, size_t *len)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap), *grown;
-	ssize_t r;
-
-	while (buf != NULL && (r = read(fd, buf + n, cap - n - 1)) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			free(buf);
-			return NULL;
-		}
-		n += (size_t)r;
-		if (cap - n - 1 == 0) {
-			grown = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
-			if (grown == NULL) {
-				free(buf);
-				return NULL;
-			}
-			buf = grown;
-			cap *= 2;
-		}
-	}
-	if (buf != NULL) {
-		buf[n] = '\0';
-		*len = n;
-	}
-	return buf;
-}
-
 /* sq_resume_plan's state over its two passes of the listing. */
 struct resume_scan {
 	int rfd;                /* KEY.part/rootfs */
@@ -251,7 +219,7 @@ int sq_resume_plan(int pfd, long long first_start, unsigned long inodes, size_t 
 	*kept = 0;
 	lfd = sq_open_regular(pfd, "list", SQ_OPEN_NOFOLLOW, NULL);
 	s.rfd = openat(pfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (lfd < 0 || s.rfd < 0 || (list = slurp(lfd, &len)) == NULL)
+	if (lfd < 0 || s.rfd < 0 || (list = sq_read_all(lfd, &len)) == NULL)
 		goto fail;
 	for (size_t i = 0; i < len; i++)
 		names += list[i] == '\n';   /* one name a line, the root's included */
@@ -336,7 +304,7 @@ int sq_resume_apply_modes(int pfd, const char *rootfs)
 
 	lfd = sq_open_regular(pfd, "list", SQ_OPEN_NOFOLLOW, NULL);
 	rfd = openat(pfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (lfd < 0 || rfd < 0 || (list = slurp(lfd, &len)) == NULL)
+	if (lfd < 0 || rfd < 0 || (list = sq_read_all(lfd, &len)) == NULL)
 		goto fail;
 	for (size_t i = 0; i < len; i++)
 		nlines += list[i] == '\n';

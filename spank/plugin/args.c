@@ -7,7 +7,7 @@
 
 struct sq_opts sq_args;
 static int args_ready;
-static char args_err[512];
+static char args_err[SQ_ERR_LEN];
 
 static void ensure_init(void)
 {
@@ -20,7 +20,7 @@ static void ensure_init(void)
 /* SPANK calls this for each flag given (twice in slurmstepd: same value is fine). */
 static int on_option(int val, const char *optarg, int remote)
 {
-	char err[512];
+	char err[SQ_ERR_LEN];
 
 	ensure_init();
 	/* slurmstepd passes "" for flags without an argument (from the

@@ -9,7 +9,7 @@
 int sq_client_post_opt(void)
 {
 	extern char **environ;
-	char err[512], warn[512];
+	char err[SQ_ERR_LEN], warn[512];
 	int r;
 
 	if (sq_args_error() != NULL)

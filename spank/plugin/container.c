@@ -15,6 +15,7 @@
 #include "container.h"
 #include "pidfd.h"
 #include "procstat.h"
+#include "smallio.h"
 #include "strbuf.h"
 
 void sq_container_init(struct sq_container *c)
@@ -62,39 +63,12 @@ static int open_ns(pid_t pid, const char *name, int *out, char *err, size_t errl
 static int read_environ(struct sq_container *c, char *err, size_t errlen)
 {
 	char path[64];
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)c->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (buf == NULL || fd < 0) {
-		sq_errf(err, errlen, "cannot read the container's environment (%s): %s", path,
-			strerror(errno));
-		free(buf);
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	for (;;) {
-		ssize_t n;
-		if (len == cap) {
-			char *bigger = realloc(buf, cap * 2);
-			if (bigger == NULL)
-				break;
-			buf = bigger;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	c->environ = buf;
-	c->environ_len = len;
+	c->environ = sq_read_file(path, &c->environ_len);
+	if (c->environ == NULL)
+		return sq_errf(err, errlen, "cannot read the container's environment (%s): %s",
+			       path, strerror(errno));
 	return 0;
 }
 
@@ -137,10 +111,19 @@ static int hold(struct sq_container *c, char *err, size_t errlen)
 	return read_environ(c, err, errlen);
 }
 
-int sq_container_attach_kept(struct sq_container *c, const struct sq_keeper *k, uid_t uid,
-			     pid_t pid, int pidfd, char *err, size_t errlen)
+int sq_container_attach_kept(struct sq_container *c, int sock, uid_t uid, char *err,
+			     size_t errlen)
 {
-	c->keeper = *k;
+	struct sq_keeper k;
+	pid_t pid;
+	int pidfd;
+
+	sq_keeper_init(&k);
+	if (sq_keeper_ask_attach(sock, &k, &pid, &pidfd, err, errlen) < 0) {
+		close(sock);
+		return -1;
+	}
+	c->keeper = k;
 	c->kept = 1;
 	c->uid = uid;
 	c->pid = pid;
@@ -160,9 +143,24 @@ int sq_container_start_kept(struct sq_container *c, const struct sq_start_reques
 	return 0;
 }
 
+/* The device and inode of the mount namespace c holds (a step's layer): its name for the
+ * keeper and the epilog. */
+static int layer_id(const struct sq_container *c, unsigned long long *dev,
+		    unsigned long long *ino)
+{
+	struct stat st;
+
+	if (c->ns_mnt < 0 || fstat(c->ns_mnt, &st) < 0)
+		return -1;
+	*dev = (unsigned long long)st.st_dev;
+	*ino = (unsigned long long)st.st_ino;
+	return 0;
+}
+
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen)
 {
 	char path[64];
+	unsigned long long dev, ino;
 	int mnt, root, cwd;
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
@@ -188,7 +186,24 @@ int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t 
 	c->ns_mnt = mnt;
 	c->root_fd = root;
 	c->cwd_fd = cwd;
+	if (layer_id(c, &dev, &ino) == 0)
+		sq_keeper_tell_layer(&c->keeper, c->ns_mnt, dev, ino);
 	return 0;
+}
+
+int sq_container_record(const struct sq_container *c, const char *dir, uint32_t jobid,
+			const char *what, char *err, size_t errlen)
+{
+	return sq_keeper_record(dir, jobid, what, &c->keeper, err, errlen);
+}
+
+void sq_container_record_layer(const struct sq_container *c, const char *dir, uint32_t jobid,
+			       uint32_t stepid)
+{
+	unsigned long long dev, ino;
+
+	if (layer_id(c, &dev, &ino) == 0)
+		sq_layer_record(dir, jobid, stepid, dev, ino);
 }
 
 int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
@@ -310,11 +325,6 @@ void sq_container_stop(struct sq_container *c)
 	close_fd(&c->root_fd);
 	close_fd(&c->cwd_fd);
 	free(c->environ);
-	c->environ = NULL;
-	c->environ_len = 0;
 	sq_child_close(&c->child);
-	c->pid = -1;
-	c->starttime = 0;
-	c->owned = 0;
-	c->kept = 0;
+	sq_container_init(c);
 }

@@ -23,6 +23,7 @@
 #define SQUALL_PLUGIN_CONTAINER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "keeper.h"
@@ -69,21 +70,29 @@ int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
  * -1 with err when it is there but cannot be held. */
 int sq_container_attach(struct sq_container *c, pid_t pid, unsigned long long starttime,
 			char *err, size_t errlen);
-/* The job's kept container (kept.h). Attach: hold the one keeper k holds (its process,
- * pidfd and socket, taken over), whose first process is pid, given as pidfd (taken over),
- * for uid. Start: start it under a keeper kept for the job (r->keeper_args "--job ...").
- * Either way the container is kept, not owned by the step. 0 ok; -1 with err. */
-int sq_container_attach_kept(struct sq_container *c, const struct sq_keeper *k, uid_t uid,
-			     pid_t pid, int pidfd, char *err, size_t errlen);
+/* The job's kept container (kept.h). Attach: ask the keeper at the other end of sock (taken
+ * over, closed on failure) for the container and hold it for uid. Start: start it under a
+ * keeper kept for the job (r->keeper_args "--job ..."). Either way the container is kept,
+ * not owned by the step. 0 ok; -1 with err. */
+int sq_container_attach_kept(struct sq_container *c, int sock, uid_t uid, char *err,
+			     size_t errlen);
 int sq_container_start_kept(struct sq_container *c, const struct sq_start_request *r,
 			    char *err, size_t errlen);
 /* Hold the mount namespace, root and working directory of process pid (a step's layer,
- * kept.h) instead of the container's. 0 ok; -1 with err. */
+ * kept.h) instead of the container's, and tell the keeper of a kept container which
+ * namespace it is. 0 ok; -1 with err. */
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen);
+/* The epilog's records (keeper.h): the keeper holding c, as DIR/keeper-JOBID.WHAT; the
+ * step's layer held in c, as DIR/layer-JOBID.STEPID (nothing when c holds none). */
+int sq_container_record(const struct sq_container *c, const char *dir, uint32_t jobid,
+			const char *what, char *err, size_t errlen);
+void sq_container_record_layer(const struct sq_container *c, const char *dir, uint32_t jobid,
+			       uint32_t stepid);
 /* In a task, before exec. workdir NULL: the container's working directory; relative:
  * from there. */
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);
-/* Release everything; safe on a container that never started. */
+/* Release everything and leave c as sq_container_init does (it may start again); safe on
+ * a container that never started. */
 void sq_container_stop(struct sq_container *c);
 /* 1 while the held process is alive (stopped counts). */
 int sq_container_alive(const struct sq_container *c);

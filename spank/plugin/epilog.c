@@ -21,13 +21,14 @@
 #include "running.h"
 #include "safeopen.h"
 #include "stepconf.h"
+#include "strbuf.h"
 
 /* The user's runtime directory for the job epilog, as root: runtime_path (root's) and
  * runtime_path/UID opened O_NOFOLLOW|O_DIRECTORY and checked; -1 when there is none (no
  * container step ran here) or it is refused (a line in slurmd's log). */
 static int epilog_runtime_dir(const struct sq_config *cfg, uint32_t jobid, uid_t uid)
 {
-	char err[PATH_MAX + 256], name[16];
+	char err[SQ_ERR_LEN], name[16];
 	int top, fd;
 
 	top = sq_dir_open_checked(AT_FDCWD, cfg->runtime_path, -1, err, sizeof(err));
@@ -88,7 +89,7 @@ static void epilog_env_fill(struct epilog_env *e, const struct passwd *pw, const
 static void epilog_remove_named(const struct sq_config *cfg, int rtfd, const char *marker,
 				uint32_t jobid, uid_t uid)
 {
-	char prefix[64], err[512], buf[4096], dir[PATH_MAX];
+	char prefix[64], err[SQ_ERR_LEN], buf[4096], dir[PATH_MAX];
 	char *enroot = NULL;
 	struct passwd pw, *res = NULL;
 	struct epilog_env env;

@@ -13,28 +13,20 @@
 #include "env.h"
 #include "hooktext.h"
 #include "safeopen.h"
+#include "strbuf.h"
 
 #define HOOK_MAX (1 << 20)     /* a larger "hook" is not read: nothing is left out */
 
 struct text {
-	char *s;
-	size_t n;
+	struct sq_buf b;
 	int failed;
 };
 
+/* s's n bytes and a newline. */
 static void append(struct text *t, const char *s, size_t n)
 {
-	char *grown = t->failed ? NULL : realloc(t->s, t->n + n + 2);
-
-	if (grown == NULL) {
-		t->failed = 1;
-		return;
-	}
-	memcpy(grown + t->n, s, n);
-	t->n += n;
-	grown[t->n++] = '\n';
-	grown[t->n] = '\0';
-	t->s = grown;
+	sq_buf_addn(&t->b, s, n);
+	sq_buf_addc(&t->b, '\n');
 }
 
 /* One hook file (relative to dfd), never blocking and never through a FIFO. */
@@ -125,7 +117,7 @@ char *sq_hooks_text(char *const env[])
 	const char *config = sq_env_value(env, "ENROOT_CONFIG_PATH");
 	const char *xdg = sq_env_value(env, "XDG_CONFIG_HOME"), *home = sq_env_value(env, "HOME");
 	char user[PATH_MAX];
-	struct text t = { NULL, 0, 0 };
+	struct text t = { { NULL, 0, 0, 0 }, 0 };
 
 	if (sysconf == NULL || *sysconf == '\0')
 		sysconf = "/etc/enroot";
@@ -140,13 +132,14 @@ char *sq_hooks_text(char *const env[])
 	}
 	if (conf_moves_hooks(sysconf))
 		return NULL;
+	sq_buf_init(&t.b);
 	append(&t, "", 0);
 	read_dir(&t, sysconf, "hooks.d");
 	if (*config != '\0')
 		read_dir(&t, config, "hooks.d");
-	if (t.failed) {
-		free(t.s);
+	if (t.failed || t.b.oom) {
+		sq_buf_release(&t.b);
 		return NULL;
 	}
-	return t.s;
+	return sq_buf_take(&t.b);
 }

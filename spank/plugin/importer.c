@@ -100,7 +100,7 @@ fail:
 void sq_importer_release(const struct sq_importer *im)
 {
 	const char *argv[] = { im->path, "release", NULL };
-	char err[512], tail[600];
+	char err[SQ_ERR_LEN], tail[600];
 	struct sq_child child;
 	int status;
 

@@ -14,6 +14,7 @@
 #include "named.h"
 #include "options.h"
 #include "reap.h"
+#include "report.h"
 #include "running.h"
 #include "step.h"
 #include "strbuf.h"
@@ -42,14 +43,14 @@ static void warn_ignored_on_join(struct sq_step *s, const char *joined)
 		snprintf(line, sizeof(line), "squall: warning: --container-name=%s joined the "
 			 "container that runs on this node (%s): %s did not apply (they were set "
 			 "when it started)", s->opt->name, joined, list);
-		sq_step_warn(s, line);
+		sq_report_warn(line);
 	}
 }
 
 /* --container-unshare when joining a running container: it must have those namespaces. */
 static int check_joined_unshare(struct sq_step *s)
 {
-	char want[32], err[512];
+	char want[32], err[SQ_ERR_LEN];
 	int missing = s->opt->unshare & ~sq_nsholder_mask(&s->holder);
 
 	if (missing == 0)
@@ -59,7 +60,7 @@ static int check_joined_unshare(struct sq_step *s)
 		"it): drop --container-unshare to join it, or start the container with it",
 		sq_unshare_str(s->opt->unshare, want, sizeof(want)), s->opt->name,
 		missing & SQ_NS_NET ? "network" : missing & SQ_NS_IPC ? "IPC" : "UTS");
-	return sq_step_fail(s, err);
+	return sq_report_fail(err);
 }
 
 /* Join the container (and its unshared namespaces) whose first process is pid.
@@ -67,7 +68,7 @@ static int check_joined_unshare(struct sq_step *s)
 static int attach_container(struct sq_step *s, const char *runtime_name, pid_t pid,
 			    unsigned long long start, pid_t nspid, unsigned long long nsstart)
 {
-	char err[1024], msg[1200];
+	char err[SQ_ERR_LEN], msg[SQ_ERR_LEN];
 	int r;
 
 	r = sq_container_attach(&s->ctr, pid, start, err, sizeof(err));
@@ -87,19 +88,19 @@ static int attach_container(struct sq_step *s, const char *runtime_name, pid_t p
 		sq_errf(msg, sizeof(msg), "--container-name=%s: cannot join the container that "
 			"runs on this node: %s", s->opt->name, err);
 		sq_container_stop(&s->ctr);
-		return sq_step_fail(s, msg);
+		return sq_report_fail(msg);
 	}
 	if (check_joined_unshare(s) < 0)
 		return -1;
 	if ((s->target = strdup(runtime_name)) == NULL)
-		return sq_step_fail(s, "out of memory");
+		return sq_report_fail("out of memory");
 	warn_ignored_on_join(s, runtime_name);
 	return 1;
 }
 
 int sq_step_join_named(struct sq_step *s)
 {
-	char err[1024], warn[1024];
+	char err[SQ_ERR_LEN], warn[1024];
 	unsigned long long start = 0, nsstart = 0;
 	pid_t pid = -1, nspid = 0;
 	int r;
@@ -109,14 +110,14 @@ int sq_step_join_named(struct sq_step *s)
 				  s->opt->image ? s->image.identity : NULL, &pid, &start, &nspid,
 				  &nsstart, warn, sizeof(warn), err, sizeof(err));
 	if (r < 0)
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	if (r == 0)
 		return 0;
-	sq_step_warn(s, warn);
+	sq_report_warn(warn);
 	r = attach_container(s, s->run_name, pid, start, nspid, nsstart);
 	if (r == 0 && s->opt->name_mode == SQ_NAME_EXEC) {
 		sq_named_exec_none(s->opt->name, err, sizeof(err));
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	}
 	return r;
 }
@@ -127,7 +128,7 @@ int sq_step_join_named(struct sq_step *s)
 static int attach_step_layer(struct sq_step *s, uint32_t jobid, uint32_t stepid)
 {
 	unsigned long long dev, ino;
-	char err[512];
+	char err[SQ_ERR_LEN];
 	long pid;
 
 	if (sq_layer_read(s->runtime_dir, jobid, stepid, &dev, &ino) < 0)
@@ -137,7 +138,7 @@ static int attach_step_layer(struct sq_step *s, uint32_t jobid, uint32_t stepid)
 		sq_errf(err, sizeof(err), "--container-name=%s: step %u.%u runs no task in its "
 			"container on this node any more", s->opt->name, (unsigned)jobid,
 			(unsigned)stepid);
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	}
 	return 1;
 }
@@ -145,7 +146,7 @@ static int attach_step_layer(struct sq_step *s, uint32_t jobid, uint32_t stepid)
 /* As Pyxis attaches to an unnamed container (srun --overlap). */
 int sq_step_attach_step(struct sq_step *s, uint32_t jobid, uint32_t stepid)
 {
-	char name[64], err[512];
+	char name[64], err[SQ_ERR_LEN];
 	unsigned long long start, nsstart;
 	pid_t pid, nspid;
 
@@ -153,11 +154,11 @@ int sq_step_attach_step(struct sq_step *s, uint32_t jobid, uint32_t stepid)
 	if (sq_running_live(s->runtime_dir, name) &&
 	    sq_running_read_ns(s->runtime_dir, name, &pid, &start, &nspid, &nsstart) == 0 &&
 	    attach_container(s, name, pid, start, nspid, nsstart) != 0)
-		return s->failed ? -1 : attach_step_layer(s, jobid, stepid);
-	if (s->failed)
+		return sq_report_failed() ? -1 : attach_step_layer(s, jobid, stepid);
+	if (sq_report_failed())
 		return -1;
 	sq_errf(err, sizeof(err), "--container-name=%s: step %u.%u runs no container of yours "
 		"on this node (give a running step's JOBID.STEPID, with srun --overlap)",
 		s->opt->name, (unsigned)jobid, (unsigned)stepid);
-	return sq_step_fail(s, err);
+	return sq_report_fail(err);
 }

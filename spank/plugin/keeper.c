@@ -22,6 +22,8 @@
 #include "smallio.h"
 #include "strbuf.h"
 
+#define ATTACH_WAIT_S 300     /* a kept container being started by another step */
+
 /* The keeper's own grace (SIGCONT, then SIGKILL after 10 s) plus its sweep. */
 #define STOP_WAIT_MS 15000
 #define RECORD_PREFIX "keeper-"
@@ -238,6 +240,76 @@ void sq_keeper_leave(struct sq_keeper *k)
 	if (k->pidfd >= 0)
 		close(k->pidfd);
 	sq_keeper_init(k);
+}
+
+int sq_keeper_ask_attach(int sock, struct sq_keeper *k, pid_t *pid, int *pidfd, char *err,
+			 size_t errlen)
+{
+	char buf[128], control[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = { buf, sizeof(buf) - 1 };
+	struct msghdr msg = { 0 };
+	struct pollfd p = { sock, POLLIN, 0 };
+	int fds[2] = { -1, -1 }, kpid = 0, rpid = 0;
+	ssize_t n;
+
+	if (send(sock, KEEPER_MSG_ATTACH, strlen(KEEPER_MSG_ATTACH), MSG_NOSIGNAL) < 0 ||
+	    poll(&p, 1, ATTACH_WAIT_S * 1000) <= 0) {
+		sq_errf(err, errlen, "the job's kept container did not answer: %s",
+			errno ? strerror(errno) : "timed out");
+		return -1;
+	}
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	if (n > 0) {
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		buf[n] = '\0';
+		if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(2 * sizeof(int)))
+			memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	}
+	if (n <= 0 || sscanf(buf, KEEPER_MSG_ATTACHED " %d %d", &kpid, &rpid) != 2 ||
+	    fds[0] < 0 || fds[1] < 0) {
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
+		sq_errf(err, errlen, "the job's kept container ended while this step joined it");
+		return -1;
+	}
+	k->pid = kpid;
+	k->pidfd = fds[0];
+	k->sock = sock;
+	*pid = rpid;
+	*pidfd = fds[1];
+	return 0;
+}
+
+void sq_keeper_tell_layer(const struct sq_keeper *k, int ns_mnt, unsigned long long dev,
+			  unsigned long long ino)
+{
+	char text[96], control[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { text, 0 };
+	struct msghdr msg = { 0 };
+	struct cmsghdr *cm;
+
+	snprintf(text, sizeof(text), KEEPER_MSG_LAYER " %llu %llu", dev, ino);
+	iov.iov_len = strlen(text);
+	memset(control, 0, sizeof(control));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &ns_mnt, sizeof(int));
+	if (k->sock < 0 || sendmsg(k->sock, &msg, MSG_NOSIGNAL) < 0) {
+		/* the keeper ends it with the job anyway */
+	}
 }
 
 static void record_path(char *buf, size_t len, const char *dir, uint32_t jobid,

@@ -59,6 +59,18 @@ void sq_keeper_stop(struct sq_keeper *k, uid_t uid);
  * keeper and its container go on. Leaves k initialised. */
 void sq_keeper_leave(struct sq_keeper *k);
 
+/* A step joins the job's kept container through its keeper's socket sock: "attach", then
+ * "attached KPID PID" with pidfds of both (within 300 s: another step may be starting
+ * it). k takes the socket and the keeper; *pid, *pidfd: the container's first process.
+ * 0 ok; -1 with err (sock is left to the caller). */
+int sq_keeper_ask_attach(int sock, struct sq_keeper *k, pid_t *pid, int *pidfd, char *err,
+			 size_t errlen);
+/* Tell k's keeper the step's layer, "layer DEV INO" with a descriptor of its mount
+ * namespace (ns_mnt) that the keeper holds: the number still names this layer when the
+ * keeper reaps by it after this slurmstepd died. Nothing when k has no socket. */
+void sq_keeper_tell_layer(const struct sq_keeper *k, int ns_mnt, unsigned long long dev,
+			  unsigned long long ino);
+
 /* The epilog's record of a running keeper: DIR/keeper-JOBID.WHAT (WHAT: the step id, or
  * kept-KEY for a container kept for the job). */
 int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,

@@ -26,44 +26,10 @@
 #include "procstat.h"
 #include "protocol.h"
 #include "report.h"
+#include "smallio.h"
 #include "strbuf.h"
 
-#define ATTACH_WAIT_S 300     /* a kept container being started by another step */
 #define LAYER_WAIT_MS 30000
-
-/* Read a whole small file (mountinfo) into a heap string; NULL on error. */
-static char *slurp(const char *path)
-{
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (buf == NULL || fd < 0) {
-		free(buf);
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	for (;;) {
-		ssize_t n;
-		if (len + 1 >= cap) {
-			char *bigger = realloc(buf, cap * 2);
-			if (bigger == NULL)
-				break;
-			buf = bigger;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	return buf;
-}
 
 static void kept_path(char *buf, size_t len, const char *dir, uint32_t jobid, const char *key,
 		      const char *suffix)
@@ -92,8 +58,9 @@ static int dial(const char *dir, uint32_t jobid, const char *key)
 
 int sq_kept_key(const struct sq_start_request *r, const char *identity, char key[33])
 {
-	char flags[64], *conf = r->conf_path ? slurp(r->conf_path) : NULL;
-	char *rc = r->rc_path ? slurp(r->rc_path) : NULL;
+	size_t len;
+	char flags[64], *conf = r->conf_path ? sq_read_file(r->conf_path, &len) : NULL;
+	char *rc = r->rc_path ? sq_read_file(r->rc_path, &len) : NULL;
 	char *hooks = sq_hooks_text(r->envp);
 	const char *parts[] = { r->enroot, r->target, identity ? identity : "", flags,
 				conf ? conf : "", rc ? rc : "-", NULL };
@@ -108,65 +75,6 @@ int sq_kept_key(const struct sq_start_request *r, const char *identity, char key
 	return ok ? 0 : -1;
 }
 
-int sq_kept_state(const char *runtime_dir, uint32_t jobid, const char *key)
-{
-	char path[PATH_MAX];
-	struct stat st;
-	int fd = dial(runtime_dir, jobid, key);
-
-	if (fd >= 0) {
-		close(fd);
-		return SQ_KEPT_LIVE;
-	}
-	kept_path(path, sizeof(path), runtime_dir, jobid, key, "sock");
-	return lstat(path, &st) == 0 ? SQ_KEPT_STALE : SQ_KEPT_NONE;
-}
-
-/* "attached KPID PID" with pidfds of both, within wait_s. 0 ok, -1 with err. */
-static int ask_attach(int sock, struct sq_keeper *k, pid_t *pid, int *pidfd, char *err,
-		      size_t errlen)
-{
-	char buf[128], control[CMSG_SPACE(2 * sizeof(int))];
-	struct iovec iov = { buf, sizeof(buf) - 1 };
-	struct msghdr msg = { 0 };
-	struct pollfd p = { sock, POLLIN, 0 };
-	int fds[2] = { -1, -1 }, kpid = 0, rpid = 0;
-	ssize_t n;
-
-	if (send(sock, KEEPER_MSG_ATTACH, strlen(KEEPER_MSG_ATTACH), MSG_NOSIGNAL) < 0 ||
-	    poll(&p, 1, ATTACH_WAIT_S * 1000) <= 0) {
-		sq_errf(err, errlen, "the job's kept container did not answer: %s",
-			errno ? strerror(errno) : "timed out");
-		return -1;
-	}
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = control;
-	msg.msg_controllen = sizeof(control);
-	n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-	if (n > 0) {
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		buf[n] = '\0';
-		if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(2 * sizeof(int)))
-			memcpy(fds, CMSG_DATA(c), sizeof(fds));
-	}
-	if (n <= 0 || sscanf(buf, KEEPER_MSG_ATTACHED " %d %d", &kpid, &rpid) != 2 ||
-	    fds[0] < 0 || fds[1] < 0) {
-		if (fds[0] >= 0)
-			close(fds[0]);
-		if (fds[1] >= 0)
-			close(fds[1]);
-		sq_errf(err, errlen, "the job's kept container ended while this step joined it");
-		return -1;
-	}
-	k->pid = kpid;
-	k->pidfd = fds[0];
-	k->sock = sock;
-	*pid = rpid;
-	*pidfd = fds[1];
-	return 0;
-}
 
 int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
 		   char *err, size_t errlen)
@@ -175,8 +83,6 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 	const char *args[16] = { "--job", sock, idle, NULL };
 	struct sq_start_request start = *r->start;
 	int lockfd, fd, rv = -1;
-	pid_t pid;
-	int pidfd;
 
 	*started = 0;
 	kept_path(lock, sizeof(lock), r->runtime_dir, r->jobid, r->key, "lock");
@@ -196,17 +102,7 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 	}
 	fd = dial(r->runtime_dir, r->jobid, r->key);
 	if (fd >= 0) {
-		struct sq_keeper keeper;
-
-		sq_keeper_init(&keeper);
-		if (ask_attach(fd, &keeper, &pid, &pidfd, err, errlen) < 0) {
-			close(fd);
-			goto fail;
-		}
-		if (sq_container_attach_kept(c, &keeper, r->start->cred->uid, pid, pidfd, err,
-					     errlen) < 0)
-			goto fail;
-		rv = 0;
+		rv = sq_container_attach_kept(c, fd, r->start->cred->uid, err, errlen);
 		goto fail;
 	}
 	/* None answers: start it, kept for the job. */
@@ -231,11 +127,12 @@ static void layer_argv(const struct sq_container *c, const char *layer_path, con
 		       int max, char *pidtext, size_t pidlen, char *devs, size_t devlen)
 {
 	char path[64], *mine, *theirs, *save = NULL;
+	size_t len;
 	int n = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)c->pid);
-	theirs = slurp(path);
-	mine = slurp("/proc/self/mountinfo");
+	theirs = sq_read_file(path, &len);
+	mine = sq_read_file("/proc/self/mountinfo", &len);
 	devs[0] = '\0';
 	if (theirs != NULL)
 		sq_mountinfo_fresh_tmpfs(theirs, mine, devs, devlen);
@@ -273,32 +170,6 @@ static pid_t layer_ready(int fd, struct sq_child *child, char *err, size_t errle
 	return (pid_t)layer;
 }
 
-/* "layer DEV INO" with a descriptor of the layer's mount namespace: the keeper holds it,
- * so the number still names this layer when the keeper reaps by it after this slurmstepd
- * died (a number alone may by then be another namespace's; issue 30). */
-static void tell_layer(int sock, int ns_mnt, unsigned long long dev, unsigned long long ino)
-{
-	char text[96], control[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { text, 0 };
-	struct msghdr msg = { 0 };
-	struct cmsghdr *cm;
-
-	snprintf(text, sizeof(text), KEEPER_MSG_LAYER " %llu %llu", dev, ino);
-	iov.iov_len = strlen(text);
-	memset(control, 0, sizeof(control));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = control;
-	msg.msg_controllen = sizeof(control);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &ns_mnt, sizeof(int));
-	if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
-		/* the keeper ends it with the job anyway */
-	}
-}
 
 int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
 		  char *err, size_t errlen)
@@ -308,7 +179,6 @@ int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct s
 	int ready[2] = { -1, -1 }, release[2] = { -1, -1 }, pass[LAYER_FD_COUNT];
 	int spawned, rv = -1;
 	struct sq_child child = { -1, -1, -1 };
-	unsigned long long dev, ino;
 	pid_t layer;
 
 	layer_argv(c, layer_path, argv, (int)(sizeof(argv) / sizeof(argv[0])) - 2, pidtext,
@@ -336,8 +206,6 @@ int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct s
 	layer = layer_ready(ready[0], &child, err, errlen);
 	if (layer < 0 || sq_container_use_layer(c, layer, err, errlen) < 0)
 		goto fail;
-	if (sq_kept_layer_id(c, &dev, &ino) == 0 && c->keeper.sock >= 0)
-		tell_layer(c->keeper.sock, c->ns_mnt, dev, ino);
 	rv = 0;
 fail:
 	for (int i = 0; i < 2; i++) {
@@ -350,17 +218,6 @@ fail:
 	return rv;
 }
 
-int sq_kept_layer_id(const struct sq_container *c, unsigned long long *dev,
-		     unsigned long long *ino)
-{
-	struct stat st;
-
-	if (c->ns_mnt < 0 || fstat(c->ns_mnt, &st) < 0)
-		return -1;
-	*dev = (unsigned long long)st.st_dev;
-	*ino = (unsigned long long)st.st_ino;
-	return 0;
-}
 
 /* Where the job's kept container starts from: the image's extracted tree when the
  * node-local cache has it (its own key: a container from the tree is another container),
@@ -409,34 +266,20 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
 		  char *err, size_t errlen)
 {
-	struct sq_life_input in = s->life;
 	struct sq_start_request req = *req0;
-	struct sq_life_plan plan;
 	struct sq_kept_request kr;
 	const char *args[8] = { NULL };
 	char key[33], what[48], identity[128], data_dir[PATH_MAX + 64], cache_key[33] = "";
 	char max_bytes[32];
-	unsigned long long dev, ino;
 	int started = 0;
 
 	note[0] = '\0';
-	/* The step's own facts first: the kept container's state cannot turn a start for the
-	 * step into a reuse, so a step that starts its own touches nothing kept. */
-	in.kept = SQ_KEPT_NONE;
-	sq_life_decide(&in, &plan);
-	if (plan.action == SQ_LIFE_START_STEP) {
-		*served = plan.why;
-		return 0;
-	}
 	kept_source(s, &req, args, identity, sizeof(identity), data_dir, sizeof(data_dir),
 		    cache_key, max_bytes, sizeof(max_bytes));
-	if (sq_kept_key(req0, identity, key) < 0)
+	if (sq_kept_key(req0, identity, key) < 0) {
+		*served = "started for the step (the kept container's key could not be read)";
 		return 0;
-	in.kept = sq_kept_state(s->runtime_dir, s->jobid, key);
-	sq_life_decide(&in, &plan);
-	*served = plan.why;
-	if (plan.action == SQ_LIFE_START_STEP)
-		return 0;
+	}
 	kr = (struct sq_kept_request){ s->runtime_dir, s->jobid, key, &req, s->idle_s, args };
 	if (sq_kept_attach(c, &kr, &started, err, errlen) < 0)
 		return -1;
@@ -444,7 +287,7 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 	if (started) {
 		snprintf(what, sizeof(what), "kept-%s", key);
 		/* Only the job epilog's safety net needs it: note it, go on. */
-		sq_keeper_record(s->runtime_dir, s->jobid, what, &c->keeper, note, notelen);
+		sq_container_record(c, s->runtime_dir, s->jobid, what, note, notelen);
 		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
 			*served = "started from the node's extracted copy (extracted cache hit), "
 				  "kept for the job";
@@ -463,14 +306,10 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 		snprintf(note, notelen, "no fresh layer on the kept container (%s): starting one "
 			 "for the step", err);
 		sq_container_stop(c);
-		sq_container_init(c);
-		in.layer_failed = 1;
-		sq_life_decide(&in, &plan);
-		*served = plan.why;
+		*served = "no fresh layer on this node (the kernel refused it)";
 		return 0;
 	}
 	sq_phase_end("fresh layer");
-	if (sq_kept_layer_id(c, &dev, &ino) == 0)
-		sq_layer_record(s->runtime_dir, s->jobid, s->stepid, dev, ino);
+	sq_container_record_layer(c, s->runtime_dir, s->jobid, s->stepid);
 	return 1;
 }

@@ -30,7 +30,7 @@ struct sq_kept_request {
 						  * (--use-cache / --fill-cache), or NULL */
 };
 
-/* What a step brings to the decision (lifecycle.h) and to the kept container. */
+/* What a step brings to the job's kept container. */
 struct sq_kept_step {
 	const char *runtime_dir;      /* RUNTIME_PATH/UID */
 	uint32_t jobid, stepid;
@@ -41,14 +41,14 @@ struct sq_kept_step {
 	int cache_max_nodes;          /* jobs on more nodes start no extraction; 0: any */
 	const char *layer_path;       /* squall-layer */
 	int idle_s;                   /* the keeper's idle time */
-	struct sq_life_input life;    /* reuse, flag, named, save, batch, entrypoint */
 };
 
-/* Serve the step from the job's kept container, as sq_life_decide rules: start it (from
- * the node's extracted copy of the image when there is one, else from the image with its
- * extraction started) or find it, then make the step's layer; records for the epilog.
- * 1 served (c holds it); 0 the caller starts a container for the step (note may say
- * why, for the log); -1 failed with err. *served: how, for the verbose log. */
+/* Serve a step sq_life_decide sent here (SQ_LIFE_KEPT) from the job's kept container:
+ * find it or start it (from the node's extracted copy of the image when there is one, else
+ * from the image with its extraction started) under its lock, then make the step's layer;
+ * records for the epilog. 1 served (c holds it); 0 the caller starts a container for the
+ * step (note may say why, for the log); -1 failed with err. *served: how, for the verbose
+ * log, in every case. */
 int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req,
 		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
 		  char *err, size_t errlen);
@@ -56,10 +56,6 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req,
 /* The kept container's key for a start request (sq_life_key over the runtime, target,
  * image identity, flags, conf and rc text, and environment). 0 ok, -1 unreadable. */
 int sq_kept_key(const struct sq_start_request *r, const char *identity, char key[33]);
-
-/* SQ_KEPT_NONE, SQ_KEPT_LIVE (its keeper answers) or SQ_KEPT_STALE (a socket or record
- * left by one that is gone). */
-int sq_kept_state(const char *runtime_dir, uint32_t jobid, const char *key);
 
 /* Hold the job's kept container for r->key in c (its first process, user, mount and
  * cgroup namespaces, root, working directory, environment), starting it when none
@@ -72,9 +68,5 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
  * err (the caller may then start a container for the step). */
 int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
 		  char *err, size_t errlen);
-
-/* The namespace of the layer held in c, for the keeper and the epilog's record. */
-int sq_kept_layer_id(const struct sq_container *c, unsigned long long *dev,
-		     unsigned long long *ino);
 
 #endif

@@ -92,7 +92,7 @@ static void free_names(char **names, size_t count)
 
 int sq_named_exists(const struct sq_runtime *rt, const char *runtime_name)
 {
-	char **names = NULL, err[256];
+	char **names = NULL, err[SQ_ERR_LEN];
 	size_t count = 0;
 
 	if (list_names(rt, runtime_name, 1, &names, &count, err, sizeof(err)) < 0)

@@ -11,6 +11,7 @@
 #include "report.h"
 
 static char pending[SQ_ERR_LEN];
+static char warnings[2048];
 static char phases[1024];
 static double phase_t0;
 
@@ -25,8 +26,28 @@ void sq_report_error(const char *fmt, ...)
 	/* Logged at info level: slurmstepd's errors may also reach srun, and the task
 	 * prints this line there once. */
 	slurm_info("squall: error: %s", line);
-	if (pending[0] == '\0')
-		snprintf(pending, sizeof(pending), "%s", line);
+	if (pending[0] == '\0')  /* never empty: an empty text would not fail the step */
+		snprintf(pending, sizeof(pending), "%s", line[0] ? line : "failed (no message)");
+}
+
+int sq_report_fail(const char *msg)
+{
+	sq_report_error("%s", msg);
+	return -1;
+}
+
+int sq_report_failed(void)
+{
+	return pending[0] != '\0';
+}
+
+void sq_report_warn(const char *line)
+{
+	size_t n = strlen(warnings);
+
+	if (line == NULL || *line == '\0')
+		return;
+	snprintf(warnings + n, sizeof(warnings) - n, "%s%s", n ? "\n" : "", line);
 }
 
 const char *sq_report_pending(void)
@@ -53,6 +74,17 @@ void sq_report_flush(void)
 {
 	if (pending[0])
 		write_line("squall: error: ", pending);
+}
+
+void sq_report_warnings(void)
+{
+	size_t n = strlen(warnings);
+
+	while (n > 0 && warnings[n - 1] == '\n')
+		warnings[--n] = '\0';
+	if (n > 0)
+		write_line("", warnings);
+	warnings[0] = '\0';
 }
 
 void sq_report_now(const char *prefix, const char *fmt, ...)

@@ -34,7 +34,7 @@ static struct sq_step step;
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-	char err[512];
+	char err[SQ_ERR_LEN];
 	spank_context_t ctx = spank_context();
 
 	if (sq_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
@@ -70,7 +70,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	if (spank_context() != S_CTX_REMOTE || !step.active || step.failed)
+	if (spank_context() != S_CTX_REMOTE || !step.active || sq_report_failed())
 		return 0;
 	sq_step_user_init(&step, sp);
 	/* Errors are raised in task_init, where they reach srun. */
@@ -105,7 +105,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
-	char err[512];
+	char err[SQ_ERR_LEN];
 
 	/* Slurm does not call slurm_spank_init before the job epilog: read the
 	 * plugstack arguments here. */

@@ -42,25 +42,9 @@ void sq_step_init(struct sq_step *s, const struct sq_config *cfg, struct sq_opts
 	sq_nsholder_init(&s->holder);
 }
 
-int sq_step_fail(struct sq_step *s, const char *msg)
-{
-	sq_report_error("%s", msg);
-	s->failed = 1;
-	return -1;
-}
-
-void sq_step_warn(struct sq_step *s, const char *line)
-{
-	size_t n = strlen(s->warnings);
-
-	if (line == NULL || *line == '\0')
-		return;
-	snprintf(s->warnings + n, sizeof(s->warnings) - n, "%s%s", n ? "\n" : "", line);
-}
-
 static int make_runtime_dir(struct sq_step *s)
 {
-	char err[PATH_MAX + 256], name[16];
+	char err[SQ_ERR_LEN], name[16];
 	int top, fd;
 
 	/* As root: runtime_path/ (root's, 0755) then runtime_path/UID (the user's, 0700), both
@@ -95,7 +79,7 @@ static int make_runtime_dir(struct sq_step *s)
  * is. Without it, steps read from squashfuse. */
 static void make_cache_dir(struct sq_step *s)
 {
-	char err[PATH_MAX + 256], name[16];
+	char err[SQ_ERR_LEN], name[16];
 	int top, fd;
 
 	s->cache_dir[0] = '\0';
@@ -140,7 +124,7 @@ static int read_ids(struct sq_step *s, spank_t sp)
 		/* Never run a container step on the host because an item was missing. */
 		if (s->opt->image != NULL || s->opt->name != NULL) {
 			s->active = 1;
-			sq_step_fail(s, "slurmstepd did not give the job's user and group ids: "
+			sq_report_fail("slurmstepd did not give the job's user and group ids: "
 				     "cannot start the container (report this with the Slurm "
 				     "version)");
 		}
@@ -153,19 +137,19 @@ static int read_ids(struct sq_step *s, spank_t sp)
  * maybe with an error kept), 0 not one. */
 static int read_flags(struct sq_step *s, spank_t sp)
 {
-	char err[512], warn[512];
+	char err[SQ_ERR_LEN], warn[512];
 	char **job_env = NULL;
 	int r;
 
 	spank_get_item(sp, S_JOB_ENV, &job_env);
 	if (sq_args_load_env(job_env, err, sizeof(err)) < 0) {
 		s->active = 1;
-		sq_step_fail(s, err);
+		sq_report_fail(err);
 		return 1;
 	}
 	if (sq_args_error() != NULL) {
 		s->active = 1;
-		sq_step_fail(s, sq_args_error());
+		sq_report_fail(sq_args_error());
 		return 1;
 	}
 	r = sq_opts_check(s->opt, warn, sizeof(warn), err, sizeof(err));
@@ -173,158 +157,25 @@ static int read_flags(struct sq_step *s, spank_t sp)
 		return 0;
 	s->active = 1;
 	if (r < 0)
-		sq_step_fail(s, err);
+		sq_report_fail(err);
 	return 1;
 }
 
 void sq_step_post_opt(struct sq_step *s, spank_t sp)
 {
 	const struct sq_opts *o = s->opt;
-	char err[512];
+	char err[SQ_ERR_LEN];
 
-	if (!read_ids(s, sp) || !read_flags(s, sp) || s->failed)
+	if (!read_ids(s, sp) || !read_flags(s, sp) || sq_report_failed())
 		return;
 	s->verbose = (o->log != SQ_LOG_UNSET ? o->log : s->cfg->log) == SQ_LOG_VERBOSE;
 	s->entrypoint_log = o->entrypoint_log == 1;
 	if (sq_cred_init(&s->cred_root, s->uid, s->gid, err, sizeof(err)) < 0) {
-		sq_step_fail(s, err);
+		sq_report_fail(err);
 		return;
 	}
-	if (make_runtime_dir(s) < 0)
-		s->failed = 1;
-	make_cache_dir(s);
-}
-
-/* Names the user set in the job environment among the variables an EFA plan sets. */
-static char *efa_user_set(char *const job_env[])
-{
-	char *csv = NULL;
-	size_t len = 0;
-
-	for (int i = 0; sq_efa_var_name(i) != NULL; i++) {
-		const char *name = sq_efa_var_name(i);
-		size_t nl = strlen(name);
-		for (size_t j = 0; job_env != NULL && job_env[j] != NULL; j++) {
-			if (strncmp(job_env[j], name, nl) == 0 && job_env[j][nl] == '=') {
-				char *grown = realloc(csv, len + nl + 2);
-				if (grown == NULL)
-					return csv;
-				csv = grown;
-				if (len)
-					csv[len++] = ',';
-				memcpy(csv + len, name, nl + 1);
-				len += nl;
-				break;
-			}
-		}
-	}
-	return csv;
-}
-
-/* The conf file's mounts: the batch script, slurmd's spool directory for PMIx, then
- * --container-mounts. 0 ok, -1 (error kept). */
-static int conf_mounts(struct sq_step *s, char *const job_env[], const char *cwd,
-		       const char *batch_script, char ***mount_lines, size_t *nm)
-{
-	struct sq_mount_list mounts = { 0 };
-	char err[1024], bind[PATH_MAX * 2 + 8];
-
-	if (batch_script != NULL) {
-		/* The batch script lives in slurmd's spool directory on the host: bind it
-		 * read-only at the same path so Slurm can exec it inside the container. */
-		char msg[1200];
-		snprintf(bind, sizeof(bind), "%s:%s:ro", batch_script, batch_script);
-		if (sq_mounts_parse(bind, NULL, &mounts, err, sizeof(err)) < 0) {
-			sq_errf(msg, sizeof(msg), "cannot bind the batch script: %s", err);
-			return sq_step_fail(s, msg);
-		}
-		for (size_t i = 0; i < mounts.count; i++)
-			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
-		sq_mounts_free(&mounts);
-	}
-	if (s->pmix && sq_pmix_spool_bind(job_env, bind, sizeof(bind)) == 0 &&
-	    sq_mounts_parse(bind, NULL, &mounts, err, sizeof(err)) == 0) {
-		/* PMIx: every step's server directory appears below it (pmix.h). */
-		for (size_t i = 0; i < mounts.count; i++)
-			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
-		sq_mounts_free(&mounts);
-	}
-	if (s->opt->mounts != NULL) {
-		if (sq_mounts_parse(s->opt->mounts, cwd, &mounts, err, sizeof(err)) < 0 ||
-		    sq_mounts_check_sources(&mounts, err, sizeof(err)) < 0) {
-			sq_mounts_free(&mounts);
-			return sq_step_fail(s, err);
-		}
-		for (size_t i = 0; i < mounts.count; i++)
-			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
-		sq_mounts_free(&mounts);
-	}
-	return 0;
-}
-
-/* The EFA plan's environment, mounts and hook (efa.h). 0 ok, -1 (error kept). */
-static int conf_efa(struct sq_step *s, char *const job_env[], char ***env_lines, size_t *ne,
-		    char ***mount_lines, size_t *nm, char ***hook_argv)
-{
-	struct sq_efa_roots roots = { s->cfg->efa_sysfs_root, s->cfg->efa_dev_root,
-				      s->cfg->efa_opt_root };
-	struct sq_efa_request req;
-	struct sq_efa_plan plan;
-	struct sq_efa_node node;
-	char err[1024], *user_set;
-	int rv = -1;
-
-	memset(&req, 0, sizeof(req));
-	req.mode = s->opt->efa != SQ_EFA_SETTING_UNSET ? s->opt->efa : s->cfg->efa;
-	req.nccl_debug = s->opt->nccl_debug;
-	user_set = efa_user_set(job_env);
-	req.user_set = user_set;
-	if (sq_efa_detect(&roots, &node, err, sizeof(err)) < 0 ||
-	    sq_efa_plan(&node, NULL, &req, &plan, err, sizeof(err)) < 0) {
-		sq_step_fail(s, err);
-		goto fail;
-	}
-	sq_lines_append(env_lines, ne, plan.env);
-	sq_lines_append(mount_lines, nm, plan.fstab);
-	if (plan.warnings && plan.warnings[0])
-		sq_step_warn(s, plan.warnings);
-	if (plan.active)
-		*hook_argv = sq_efa_hook_argv(SQ_LIBEXEC_DIR "/squall-efa-hook", &roots, &req);
-	sq_efa_plan_free(&plan);
-	rv = 0;
-fail:
-	free(user_set);
-	return rv;
-}
-
-/* Fill the conf file's parts: --container-env values, EFA environment and hook, mounts,
- * and Pyxis's entrypoint skip (rc.local). 0 ok, -1 (error kept). */
-static int build_conf(struct sq_step *s, char *const job_env[], const char *cwd,
-		      const char *batch_script, struct sq_conf_spec *spec, char ***env_lines,
-		      char ***mount_lines, char ***hook_argv)
-{
-	char err[1024], **keep = NULL;
-	size_t ne = 0, nm = 0;
-
-	if (conf_mounts(s, job_env, cwd, batch_script, mount_lines, &nm) < 0)
-		return -1;
-	/* --container-env: the entrypoint and the runtime's hooks see the host's values. */
-	if (sq_env_keep_lines(job_env, s->opt->env, &keep, err, sizeof(err)) < 0)
-		return sq_step_fail(s, err);
-	for (size_t i = 0; keep[i] != NULL; i++)
-		sq_line_append(env_lines, &ne, keep[i]);
-	sq_env_free(keep);
-	if (conf_efa(s, job_env, env_lines, &ne, mount_lines, &nm, hook_argv) < 0)
-		return -1;
-
-	spec->env = ne ? (const char *const *)*env_lines : NULL;
-	spec->mounts = nm ? (const char *const *)*mount_lines : NULL;
-	spec->hook_argv = (const char *const *)*hook_argv;
-	/* Without --container-entrypoint, as Pyxis: the image's /etc/rc runs (its `cd
-	 * WORKDIR` too) and only the entrypoint is skipped, through rc.local. */
-	spec->skip_entrypoint = (s->opt->entrypoint >= 0 ? s->opt->entrypoint
-							  : s->cfg->execute_entrypoint) == 0;
-	return 0;
+	if (make_runtime_dir(s) == 0)
+		make_cache_dir(s);
 }
 
 /* A marker that tells the job epilog this job made named containers on the node. */
@@ -365,7 +216,7 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
 				     NULL, NULL };
 	struct sq_image_ref ref;
-	char err[8192], job[96];
+	char err[SQ_ERR_LEN], job[96];
 	int registry, rc;
 
 	job_key(s, job, sizeof(job));
@@ -373,7 +224,7 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 
 	if (sq_imgref_parse(s->opt->image, &ref, err, sizeof(err)) < 0) {
 		sq_imgref_free(&ref);
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	}
 	registry = ref.kind != SQ_IMAGE_FILE;
 	sq_imgref_free(&ref);
@@ -384,7 +235,7 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 		if (sq_importer_setup(&s->importer, cfg->importer, s->runtime_env,
 				      cfg->runtime_path, s->uid, s->jobid, s->stepid, cred, err,
 				      sizeof(err)) < 0)
-			return sq_step_fail(s, err);
+			return sq_report_fail(err);
 		snprintf(keyed, sizeof(keyed), "importer:%s", s->opt->image);
 		sq_hash_hex(keyed, strlen(keyed), s->image.identity);
 		s->image.from_registry = 1;
@@ -394,71 +245,41 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 		char keyed[PATH_MAX + 16];
 		s->load_uri = sq_enroot_uri(s->opt->image);
 		if (s->load_uri == NULL)
-			return sq_step_fail(s, "out of memory");
+			return sq_report_fail("out of memory");
 		snprintf(keyed, sizeof(keyed), "enroot-load:%s", s->load_uri);
 		sq_hash_hex(keyed, strlen(keyed), s->image.identity);
 		return 0;
 	}
 	rc = sq_image_resolve(s->opt->image, &ienv, &s->image, err, sizeof(err));
 	/* The builder's lines (it may not pull this: built as the user) */
-	sq_step_warn(s, s->image.note);
-	return rc < 0 ? sq_step_fail(s, err) : 0;
+	sq_report_warn(s->image.note);
+	return rc < 0 ? sq_report_fail(err) : 0;
 }
 
 /* The importer's `get`, once a file is needed. 0 ok, -1 failed (error kept). */
 static int fetch_image(struct sq_step *s)
 {
-	char err[8192], what[PATH_MAX + 64], identity[17];
+	char err[SQ_ERR_LEN], what[PATH_MAX + 64], identity[17];
 
 	if (s->image.path != NULL || s->importer.envp == NULL)
 		return 0;
 	if (sq_importer_get(&s->importer, s->opt->image, &s->image.path, err, sizeof(err)) < 0)
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	snprintf(what, sizeof(what), "--container-image=%s (from the importer: %s)",
 		 s->opt->image, s->image.path);
 	/* The identity stays the reference's: the file's name is the importer's business. */
 	if (sq_image_check_file(what, s->image.path, identity, err, sizeof(err)) < 0)
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	return 0;
 }
 
-/* The runtime and the environment it runs with (fixed PATH). 0 ok, -1 (error kept). */
-static int prepare_runtime(struct sq_step *s, char *const job_env[])
-{
-	char err[PATH_MAX * 2], path[PATH_MAX * 2 + 8], rt_dir[PATH_MAX + 16];
-
-	if (s->cfg->enroot != NULL)
-		s->enroot = strdup(s->cfg->enroot);
-	else if (sq_find_enroot(&s->enroot, err, sizeof(err)) < 0)
-		return sq_step_fail(s, err);
-	if (s->enroot == NULL)
-		return sq_step_fail(s, "out of memory");
-	if (sq_runtime_path(s->enroot, path, sizeof(path)) < 0)
-		return sq_step_fail(s, "the runtime's PATH is too long (slurmstepd's PATH)");
-	if (sq_stepconf_env(job_env, s->opt, s->runtime_dir, path, &s->runtime_env, err,
-			    sizeof(err)) < 0)
-		return sq_step_fail(s, err);
-	snprintf(rt_dir, sizeof(rt_dir), "%s/enroot", s->runtime_dir);
-	if (mkdir(rt_dir, 0700) < 0 && errno != EEXIST) {
-		sq_errf(err, sizeof(err), "cannot create %s: %s (plugstack.conf runtime_path)",
-			rt_dir, strerror(errno));
-		return sq_step_fail(s, err);
-	}
-	if (access(s->enroot, X_OK) < 0) {
-		sq_errf(err, sizeof(err), "container runtime not found: %s is not executable "
-			"on this node (%s): install Enroot or fix enroot= in plugstack.conf",
-			s->enroot, strerror(errno));
-		return sq_step_fail(s, err);
-	}
-	return 0;
-}
 
 /* --container-save: relative to the job's working directory, as with Pyxis. Node 0, which
  * saves, checks the destination now, as the user: the save itself runs after the tasks
  * have exited, when Slurm no longer lets a plugin change the step's exit code. */
 static int prepare_save(struct sq_step *s, const char *cwd)
 {
-	char err[PATH_MAX * 2 + 256];
+	char err[SQ_ERR_LEN];
 
 	if (s->opt->save == NULL)
 		return 0;
@@ -467,9 +288,9 @@ static int prepare_save(struct sq_step *s, const char *cwd)
 	else if (asprintf(&s->save_path, "%s/%s", cwd, s->opt->save) < 0)
 		s->save_path = NULL;
 	if (s->save_path == NULL)
-		return sq_step_fail(s, "out of memory");
+		return sq_report_fail("out of memory");
 	if (s->nodeid == 0 && sq_save_check(s->save_path, err, sizeof(err)) < 0)
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	return 0;
 }
 
@@ -477,7 +298,7 @@ static int prepare_save(struct sq_step *s, const char *cwd)
  * (the importer's file is fetched only then). 0 ok, -1 (error kept). */
 static int named_target(struct sq_step *s, const struct sq_runtime *rt)
 {
-	char err[8192], warn[1024];
+	char err[SQ_ERR_LEN], warn[1024];
 	struct sq_named_image img;
 
 	if (s->importer.envp != NULL && !sq_named_exists(rt, s->run_name) &&
@@ -488,8 +309,8 @@ static int named_target(struct sq_step *s, const struct sq_runtime *rt)
 	if (sq_named_prepare(rt, s->runtime_dir, s->run_name, s->opt->name, s->opt->name_mode,
 			     s->cfg->container_name_strict, &img, &s->target, warn, sizeof(warn),
 			     err, sizeof(err)) < 0)
-		return sq_step_fail(s, err);
-	sq_step_warn(s, warn);
+		return sq_report_fail(err);
+	sq_report_warn(warn);
 	if (s->cfg->container_scope == SQ_SCOPE_JOB)
 		mark_job_names(s);
 	return 0;
@@ -499,11 +320,11 @@ static int named_target(struct sq_step *s, const struct sq_runtime *rt)
  * --container-save, or loaded by Enroot (use_enroot_load). 0 ok, -1 (error kept). */
 static int own_target(struct sq_step *s, const struct sq_runtime *rt)
 {
-	char err[8192], msg[8300];
+	char err[SQ_ERR_LEN], msg[SQ_ERR_LEN];
 	int made;
 
 	if ((s->save_container = strdup(s->step_name)) == NULL)
-		return sq_step_fail(s, "out of memory");
+		return sq_report_fail("out of memory");
 	sq_named_remove(rt, s->save_container, err, sizeof(err));
 	made = s->load_uri != NULL
 	       ? sq_named_load(rt, s->save_container, s->load_uri, err, sizeof(err))
@@ -512,10 +333,10 @@ static int own_target(struct sq_step *s, const struct sq_runtime *rt)
 		free(s->save_container);
 		s->save_container = NULL;
 		sq_errf(msg, sizeof(msg), "%s%s", s->load_uri ? "" : "--container-save: ", err);
-		return sq_step_fail(s, msg);
+		return sq_report_fail(msg);
 	}
 	s->target = strdup(s->save_container);
-	return s->target != NULL ? 0 : sq_step_fail(s, "out of memory");
+	return s->target != NULL ? 0 : sq_report_fail("out of memory");
 }
 
 /* What `enroot start` gets: the named container, the step's own container (for
@@ -531,20 +352,20 @@ static int prepare_target(struct sq_step *s, const struct sq_runtime *rt)
 	if (want_save || s->load_uri != NULL)
 		return own_target(s, rt);
 	s->target = strdup(s->image.path);
-	return s->target != NULL ? 0 : sq_step_fail(s, "out of memory");
+	return s->target != NULL ? 0 : sq_report_fail("out of memory");
 }
 
 /* --container-unshare, then the records other steps join by. */
 static void after_start(struct sq_step *s)
 {
-	char err[1024];
+	char err[SQ_ERR_LEN];
 
 	if (s->opt->unshare) {
 		const struct sq_nsholder_target t = { s->ctr.ns_user, s->ctr.pidfd, s->ctr.ns_mnt,
 						      s->ctr.root_fd };
 		if (sq_nsholder_make(&s->holder, s->opt->unshare, &t, s->uid, s->gid, err,
 				     sizeof(err)) < 0) {
-			sq_step_fail(s, err);
+			sq_report_fail(err);
 			return;
 		}
 	}
@@ -552,7 +373,7 @@ static void after_start(struct sq_step *s)
 	 * step that runs no MPI program under MpiDefault=pmix must not fail for it. */
 	if (s->pmix && sq_pmix_bind_appdir(s->ctr.ns_mnt, s->uid, s->gid, s->jobid, s->stepid,
 					   err, sizeof(err)) < 0)
-		sq_step_warn(s, err);
+		sq_report_warn(err);
 	if (sq_running_record(s->runtime_dir, s->step_name, s->ctr.pid, s->ctr.starttime,
 			      s->holder.pid > 0 ? s->holder.pid : 0, s->holder.starttime, err,
 			      sizeof(err)) < 0 ||
@@ -564,47 +385,52 @@ static void after_start(struct sq_step *s)
 		slurm_info("squall: %s", err);
 }
 
-/* The job's kept container (kept.h), as sq_life_decide rules: 1 when the step is served
- * by it (or failed: error kept), 0 when a container must be started for the step. */
+/* The job's kept container (kept.h): 1 when the step is served by it (or failed: error
+ * kept), 0 when a container must be started for the step after all. */
 static int use_kept_container(struct sq_step *s, const struct sq_start_request *req)
 {
 	const struct sq_config *cfg = s->cfg;
-	const struct sq_opts *o = s->opt;
-	/* Every fact the decision needs: a named step and one with a container of its own
-	 * are sq_life_decide's to refuse, like the others. */
 	struct sq_kept_step ks = {
 		s->runtime_dir, s->jobid, s->stepid, s->image.path, s->image.identity,
 		s->cache_dir, cfg->local_cache_gb, cfg->local_cache_max_nodes, SQ_LAYER,
-		SQ_KEPT_IDLE_S,
-		{ cfg->container_reuse, o->reuse, o->name != NULL, s->save_container != NULL,
-		  s->stepid == SQ_STEP_BATCH,
-		  (o->entrypoint >= 0 ? o->entrypoint : cfg->execute_entrypoint) == 1,
-		  SQ_KEPT_NONE, 0 } };
-	char note[1024] = "", err[8192];
+		SQ_KEPT_IDLE_S };
+	char note[1024] = "", err[SQ_ERR_LEN];
 	int r = sq_kept_serve(&s->ctr, req, &ks, &s->served, note, sizeof(note), err,
 			      sizeof(err));
 
 	if (note[0])
 		slurm_info("squall: %s", note);
 	if (r < 0)
-		sq_step_fail(s, err);
+		sq_report_fail(err);
 	return r != 0;
+}
+
+/* The step's one decision (lifecycle.h), from every fact it needs: a named step and one
+ * with a container of its own are sq_life_decide's to refuse, like the others. */
+static int decide(const struct sq_step *s, struct sq_life_plan *plan)
+{
+	const struct sq_config *cfg = s->cfg;
+	const struct sq_opts *o = s->opt;
+	const struct sq_life_input in = {
+		cfg->container_reuse, o->reuse, o->name != NULL, s->save_container != NULL,
+		s->stepid == SQ_STEP_BATCH,
+		(o->entrypoint >= 0 ? o->entrypoint : cfg->execute_entrypoint) == 1 };
+
+	sq_life_decide(&in, plan);
+	return plan->action;
 }
 
 /* A container for the step alone, under its own keeper (keeper.h). */
 static void start_own_container(struct sq_step *s, const struct sq_start_request *req)
 {
-	char err[8192], what[16];
+	char err[SQ_ERR_LEN], what[16];
 
-	if (s->served == NULL)
-		s->served = s->opt->name != NULL ? "started for the step (named container)"
-						 : "started for the step";
 	snprintf(what, sizeof(what), "%u", (unsigned)s->stepid);
 	if (sq_container_start(&s->ctr, req, err, sizeof(err)) < 0) {
-		sq_step_fail(s, err);
+		sq_report_fail(err);
 	} else {
-		if (sq_keeper_record(s->runtime_dir, s->jobid, what, &s->ctr.keeper, err,
-				     sizeof(err)) < 0)
+		if (sq_container_record(&s->ctr, s->runtime_dir, s->jobid, what, err,
+					sizeof(err)) < 0)
 			/* Only the job epilog's safety net needs it: say so, go on. */
 			slurm_info("squall: %s", err);
 		after_start(s);
@@ -618,13 +444,14 @@ static int prepare(struct sq_step *s, char *const job_env[], const char *cwd)
 	char err[SQ_ERR_LEN];
 
 	sq_named_step_name(s->jobid, s->stepid, s->step_name, sizeof(s->step_name));
-	if (prepare_runtime(s, job_env) < 0 || prepare_save(s, cwd) < 0)
+	if (sq_stepconf_runtime(s->cfg, s->opt, job_env, s->runtime_dir, &s->enroot,
+				&s->runtime_env) < 0 || prepare_save(s, cwd) < 0)
 		return -1;
 	if (access(SQ_KEEPER, X_OK) < 0 || access(SQ_LAYER, X_OK) < 0) {
 		sq_errf(err, sizeof(err), "%s or %s is not executable on this node (%s): "
 			"reinstall squall (make -C spank install)", SQ_KEEPER, SQ_LAYER,
 			strerror(errno));
-		return sq_step_fail(s, err);
+		return sq_report_fail(err);
 	}
 	s->cred_user = (struct sq_cred){ .uid = s->uid, .gid = s->gid };
 	return 0;
@@ -651,7 +478,7 @@ static int resolve(struct sq_step *s, const char *cwd)
 		return 0;
 	if (sq_named_runtime_name(s->cfg->container_scope == SQ_SCOPE_JOB, s->jobid,
 				  s->opt->name, s->run_name, sizeof(s->run_name)) < 0)
-		return sq_step_fail(s, "--container-name: name too long");
+		return sq_report_fail("--container-name: name too long");
 	r = sq_step_join_named(s);
 	if (r > 0)
 		sq_phase_end("join running container");
@@ -662,55 +489,46 @@ static int resolve(struct sq_step *s, const char *cwd)
  * sq_step_user_init), then what it starts. 0 ok, -1 (error kept). */
 static int configure(struct sq_step *s, spank_t sp, char *const job_env[], const char *cwd)
 {
-	struct sq_conf_spec spec = { 0 };
+	struct sq_conf_input in = { s->cfg, s->opt, s->pmix, NULL };
 	struct sq_runtime rt;
-	char **env_lines = NULL, **mount_lines = NULL, **hook_argv = NULL;
-	const char *batch_script = NULL;
-	char err[8192];
-	int rv = -1;
 
 	if (s->stepid == SQ_STEP_BATCH) {
 		int argc = 0;
 		char **argv = NULL;
 		if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS &&
 		    argc > 0 && argv[0] != NULL && argv[0][0] == '/')
-			batch_script = argv[0];
+			in.batch_script = argv[0];
 	}
-	if (build_conf(s, job_env, cwd, batch_script, &spec, &env_lines, &mount_lines,
-		       &hook_argv) < 0)
-		goto fail;
 	snprintf(s->conf_path, sizeof(s->conf_path), "%s/step-%u.%u.conf", s->runtime_dir,
 		 (unsigned)s->jobid, (unsigned)s->stepid);
-	unlink(s->conf_path);  /* a leftover of a killed slurmstepd with the same ids */
-	if (sq_stepconf_write(s->conf_path, &spec, err, sizeof(err)) < 0) {
+	if (sq_stepconf_make(&in, job_env, cwd, s->conf_path) < 0) {
 		s->conf_path[0] = '\0';
-		sq_step_fail(s, err);
-		goto fail;
+		return -1;
 	}
 	rt = (struct sq_runtime){ s->enroot, s->runtime_env, &s->cred_user };
 	if (prepare_target(s, &rt) < 0)
-		goto fail;
+		return -1;
 	sq_phase_end("prepare");
-	rv = 0;
-fail:
-	sq_lines_free(env_lines);
-	sq_lines_free(mount_lines);
-	sq_efa_argv_free(hook_argv);
-	return rv;
+	return 0;
 }
 
-/* Phase 4, start or keep: the job's kept container serves the step when sq_life_decide
- * says so, else a container is started for it. */
+/* Phase 4, start or keep: decided once (decide), acted on as decided: the job's kept
+ * container serves the step, else (or when the kept path cannot) a container is started
+ * for it. */
 static void start_or_keep(struct sq_step *s)
 {
 	struct sq_start_request req = {
 		SQ_KEEPER, s->enroot, s->conf_path, NULL, s->target, s->opt->writable,
 		s->opt->remap_root, s->runtime_env, &s->cred_user, SQ_START_TIMEOUT_S, NULL };
+	struct sq_life_plan plan;
 
-	if (use_kept_container(s, &req)) {
-		if (!s->failed)
+	s->served = NULL;
+	if (decide(s, &plan) == SQ_LIFE_KEPT && use_kept_container(s, &req)) {
+		if (!sq_report_failed())
 			after_start(s);
 	} else {
+		if (s->served == NULL)
+			s->served = plan.why;
 		start_own_container(s, &req);
 	}
 	/* The importer's file is held open by the started container now (Pyxis's protocol
@@ -741,7 +559,7 @@ void sq_step_user_init(struct sq_step *s, spank_t sp)
 /* LANG, LC_ALL, LANGUAGE leave the task unless --container-env names them (env.h). */
 static int unset_locale(const struct sq_step *s, spank_t sp, char *const task_env[])
 {
-	char err[256], **names = NULL;
+	char err[SQ_ERR_LEN], **names = NULL;
 
 	if (sq_env_task_unset(task_env, s->opt->env, &names, err, sizeof(err)) < 0)
 		return -1;
@@ -749,18 +567,6 @@ static int unset_locale(const struct sq_step *s, spank_t sp, char *const task_en
 		spank_unsetenv(sp, names[i]);
 	sq_env_free(names);
 	return 0;
-}
-
-/* Local task 0 prints the step's warnings once. */
-static void say_warnings(struct sq_step *s)
-{
-	size_t n = strlen(s->warnings);
-
-	if (n == 0)
-		return;
-	while (n > 0 && s->warnings[n - 1] == '\n')
-		s->warnings[--n] = '\0';
-	sq_report_now("", "%s", s->warnings);
 }
 
 /* The runtime runs with a fixed PATH (stepconf.h), which Enroot passes on to the
@@ -784,7 +590,7 @@ static void set_task_env(void *sp, const char *key, const char *value)
  * its environment. 0 ok, -1 said on the task's stderr. */
 static int join_task(struct sq_step *s, spank_t sp, uint32_t global_id)
 {
-	char err[1024];
+	char err[SQ_ERR_LEN];
 	char **task_env = NULL, **overlay = NULL;
 
 	if (sq_container_join(&s->ctr, s->opt->workdir, err, sizeof(err)) < 0 ||
@@ -844,13 +650,13 @@ int sq_step_task_init(struct sq_step *s, spank_t sp)
 		return 0;
 	spank_get_item(sp, S_TASK_ID, &local_id);
 	spank_get_item(sp, S_TASK_GLOBAL_ID, &global_id);
-	if (s->failed) {
+	if (sq_report_failed()) {
 		if (local_id == 0)
 			sq_report_flush();
 		return -1;
 	}
 	if (local_id == 0)
-		say_warnings(s);
+		sq_report_warnings();
 	t0 = sq_now();
 	if (join_task(s, sp, global_id) < 0)
 		return -1;

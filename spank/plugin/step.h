@@ -14,7 +14,8 @@
  *
  * Every phase gets the step it works on: spank_squall.c holds the one instance a
  * slurmstepd has, since SPANK callbacks carry no data of their own. An error found before
- * the tasks is kept (sq_step_fail) and raised by task_init, where it reaches srun.
+ * the tasks is kept (sq_report_fail, report.h) and raised by task_init, where it reaches
+ * srun.
  */
 #ifndef SQUALL_PLUGIN_STEP_H
 #define SQUALL_PLUGIN_STEP_H
@@ -55,7 +56,6 @@ struct sq_step {
 	const struct sq_config *cfg;   /* plugstack.conf */
 	struct sq_opts *opt;           /* the user's flags (args.h) */
 	int active;            /* the step runs in a container */
-	int failed;            /* an error is kept for task_init */
 	uid_t uid;
 	gid_t gid;
 	uint32_t jobid, stepid, nodeid;
@@ -63,7 +63,6 @@ struct sq_step {
 	struct sq_cred cred_user;   /* for calls made as the user (user_init) */
 	char runtime_dir[PATH_MAX];
 	char conf_path[PATH_MAX + 64];
-	char warnings[2048];        /* printed once by local task 0 */
 	char *target;               /* what `enroot start` got: image path or name */
 	char *save_container;       /* the step's own container (--container-save, or loaded
 				       with use_enroot_load), pyxis_JOBID.STEPID, removed at exit */
@@ -89,12 +88,7 @@ struct sq_step {
 /* An empty step over cfg and the user's flags. */
 void sq_step_init(struct sq_step *s, const struct sq_config *cfg, struct sq_opts *opt);
 
-/* Keep msg for task_init (it reaches srun there) and the log. Returns -1. */
-int sq_step_fail(struct sq_step *s, const char *msg);
-/* One more line for local task 0 to print (NULL or "" adds nothing). */
-void sq_step_warn(struct sq_step *s, const char *line);
-
-/* The phases, in the order Slurm calls them. Errors are kept (sq_step_fail) except in
+/* The phases, in the order Slurm calls them. Errors are kept (sq_report_fail) except in
  * sq_step_task_init, which says them on the task's stderr and returns -1. */
 void sq_step_post_opt(struct sq_step *s, spank_t sp);
 void sq_step_user_init(struct sq_step *s, spank_t sp);

@@ -12,6 +12,7 @@
 #include "env.h"
 #include "keeper.h"
 #include "named.h"
+#include "report.h"
 #include "running.h"
 #include "save.h"
 #include "step.h"
@@ -52,9 +53,9 @@ static int save_container(struct sq_step *s)
 {
 	struct sq_runtime rt = { s->enroot, s->runtime_env, &s->cred_root };
 	const char *container = s->save_container ? s->save_container : s->target;
-	char err[1024];
+	char err[SQ_ERR_LEN];
 
-	if (s->save_path == NULL || s->nodeid != 0 || s->failed || s->saved || container == NULL)
+	if (s->save_path == NULL || s->nodeid != 0 || sq_report_failed() || s->saved || container == NULL)
 		return 0;
 	s->saved = 1;
 	if (sq_save_export(&rt, container, s->save_path, s->jobid, s->stepid, err,
@@ -75,7 +76,7 @@ int sq_step_task_exit(struct sq_step *s, spank_t sp)
 {
 	uint32_t local_tasks = 0;
 	struct sq_runtime rt = { s->enroot, s->runtime_env, &s->cred_root };
-	char err[1024];
+	char err[SQ_ERR_LEN];
 	int rc;
 
 	if (!s->active)
@@ -103,7 +104,7 @@ int sq_step_task_exit(struct sq_step *s, spank_t sp)
 /* slurmstepd's exit: stop the container, remove the step's own, free the step. */
 void sq_step_exit(struct sq_step *s)
 {
-	char err[1024];
+	char err[SQ_ERR_LEN];
 
 	if (!s->active)
 		return;

@@ -20,7 +20,29 @@
 #include <stddef.h>
 
 #include "conf.h"
+#include "config.h"
 #include "options.h"
+
+/* What the step's --conf file is made from. */
+struct sq_conf_input {
+	const struct sq_config *cfg;   /* plugstack.conf */
+	const struct sq_opts *opt;     /* the user's flags */
+	int pmix;                      /* a PMIx step: slurmd's spool directory is bound */
+	const char *batch_script;      /* the batch step's script, bound read-only; or NULL */
+};
+
+/* The step's runtime: *enroot (heap; plugstack.conf's enroot=, else found on PATH) and
+ * *runtime_env (sq_stepconf_env), RUNTIME_DIR/enroot made. 0 ok; -1 (error kept,
+ * report.h). */
+int sq_stepconf_runtime(const struct sq_config *cfg, const struct sq_opts *opt,
+			char *const job_env[], const char *runtime_dir, char **enroot,
+			char ***runtime_env);
+
+/* The step's --conf file at path (replacing a leftover): --container-env values, the EFA
+ * plan's environment, mounts and hook, the batch script's and PMIx's binds,
+ * --container-mounts, and Pyxis's entrypoint skip. 0 ok; -1 (error kept, report.h). */
+int sq_stepconf_make(const struct sq_conf_input *in, char *const job_env[], const char *cwd,
+		     const char *path);
 
 /* *out: NULL-terminated heap array (free with sq_env_free). path: the runtime's PATH
  * (sq_runtime_path). */

@@ -1,5 +1,5 @@
-"""The start / kept / renew decision and the kept container's key (spank/core/lifecycle.c),
-through squall.core: the same C the plugin runs."""
+"""The one decision per step (a container of its own or the job's kept one) and the kept
+container's key (spank/core/lifecycle.c), through squall.core: the same C the plugin runs."""
 
 from __future__ import annotations
 
@@ -11,17 +11,10 @@ from squall.core import lifecycle_decide, lifecycle_env_step_specific, lifecycle
 from squall.errors import SquallError
 
 
-def test_first_step_starts_the_kept_container_later_steps_renew():
-    first = lifecycle_decide()
-    assert (first.action, first.forget) == ("start-kept", False)
-    later = lifecycle_decide(kept="live")
-    assert (later.action, later.forget) == ("renew", False)
-    assert "reused" in later.why
-
-
-def test_a_stale_record_is_forgotten_and_a_new_kept_container_started():
-    plan = lifecycle_decide(kept="stale")
-    assert (plan.action, plan.forget) == ("start-kept", True)
+def test_a_step_is_served_by_the_kept_container_by_default():
+    plan = lifecycle_decide()
+    assert plan.action == "kept"
+    assert "kept container" in plan.why
 
 
 @pytest.mark.parametrize("kwargs,words", [
@@ -31,38 +24,32 @@ def test_a_stale_record_is_forgotten_and_a_new_kept_container_started():
     ({"save": True}, "--container-save"),
     ({"batch": True}, "batch"),
     ({"entrypoint": True}, "entrypoint"),
-    ({"layer_failed": True}, "refused"),
 ])
 def test_what_starts_a_container_for_the_step(kwargs, words):
-    for kept in ("none", "live", "stale"):
-        plan = lifecycle_decide(kept=kept, **kwargs)
-        assert (plan.action, plan.forget) == ("start-step", False), (kwargs, kept)
-        assert words in plan.why
+    plan = lifecycle_decide(**kwargs)
+    assert plan.action == "start-step", kwargs
+    assert words in plan.why
 
 
 def test_the_flag_wins_over_the_plugstack_setting():
-    assert lifecycle_decide(reuse=False, flag=True).action == "start-kept"
+    assert lifecycle_decide(reuse=False, flag=True).action == "kept"
     assert lifecycle_decide(reuse=True, flag=False).action == "start-step"
 
 
-def test_every_combination_gives_one_of_the_three_actions():
-    for reuse, flag, named, save, batch, entry, kept, failed in itertools.product(
+def test_every_combination_gives_one_of_the_two_actions():
+    for reuse, flag, named, save, batch, entry in itertools.product(
             (True, False), (None, True, False), (True, False), (True, False), (True, False),
-            (True, False), ("none", "live", "stale"), (True, False)):
+            (True, False)):
         plan = lifecycle_decide(reuse=reuse, flag=flag, named=named, save=save, batch=batch,
-                                entrypoint=entry, kept=kept, layer_failed=failed)
-        reusable = not named and not save and not batch and not entry and not failed and (
+                                entrypoint=entry)
+        reusable = not named and not save and not batch and not entry and (
             flag is True or (flag is None and reuse))
-        if not reusable:
-            assert plan.action == "start-step"
-        else:
-            assert plan.action == ("renew" if kept == "live" else "start-kept")
-        assert plan.forget == (reusable and kept == "stale")
+        assert plan.action == ("kept" if reusable else "start-step")
 
 
-def test_bad_kept_state_is_refused():
-    with pytest.raises(SquallError, match="kept state"):
-        lifecycle_decide(kept="maybe")
+def test_an_out_of_range_field_is_refused():
+    with pytest.raises(SquallError, match="invalid input"):
+        lifecycle_decide(flag=2)  # type: ignore[arg-type]
 
 
 ENV = {"PATH": "/usr/bin", "SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0",

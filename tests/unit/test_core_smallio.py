@@ -31,3 +31,42 @@ def test_write_text_writes_an_existing_file_and_never_creates_one(tmp_path):
     assert f.read_text() == "deny"
     assert lib.sq_write_text(str(tmp_path / "missing").encode(), b"x") == -1
     assert not (tmp_path / "missing").exists()
+
+
+def _read_file(path) -> bytes | None:
+    n = ffi.new("size_t *")
+    p = lib.sq_read_file(str(path).encode(), n)
+    if p == ffi.NULL:
+        return None
+    try:
+        assert p[n[0]] == b"\0"                 # NUL-terminated after its n bytes
+        return ffi.unpack(p, n[0])
+    finally:
+        lib.sq_str_free(p)
+
+
+def test_read_file_reads_all_of_a_file_bigger_than_the_first_buffer(tmp_path):
+    f = tmp_path / "mountinfo"
+    data = bytes(range(256)) * 1024             # 256 KiB with NULs (an environ block)
+    f.write_bytes(data)
+    assert _read_file(f) == data
+
+
+def test_read_file_of_an_empty_file_is_empty_and_of_a_missing_one_null(tmp_path):
+    (tmp_path / "empty").write_bytes(b"")
+    assert _read_file(tmp_path / "empty") == b""
+    assert _read_file(tmp_path / "missing") is None
+
+
+def test_read_all_leaves_the_descriptor_open(tmp_path):
+    f = tmp_path / "record"
+    f.write_text("1 2\n")
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        n = ffi.new("size_t *")
+        p = lib.sq_read_all(fd, n)
+        assert ffi.unpack(p, n[0]) == b"1 2\n"
+        lib.sq_str_free(p)
+        os.fstat(fd)                            # still open: the caller's
+    finally:
+        os.close(fd)
