@@ -84,6 +84,8 @@ lint: core
 	$(PYTHON) -m mypy $(MYPY_CLEAN)
 	$(MAKE) -C spank check-build
 	$(MAKE) -C spank analyze
+	@# no two plugin files call each other, through any chain (docs/architecture.md)
+	$(PYTHON) spank/callmap.py cycles
 
 # Coverage of squall ([tool.coverage] in pyproject.toml): the pytest process and every Python
 # process it starts (coverage's .pth, patch = subprocess), combined and reported, with the
