@@ -3,6 +3,7 @@ site-packages copy) would test that code instead, and pass or fail for the wrong
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     failure, a skip only with SQUALL_ALLOW_SKIP=1 outside CI. Before the test's fixtures."""
     for mark in item.iter_markers("needs_root"):
         need_root(*mark.args)
+
+
+@pytest.fixture(autouse=True)
+def squall_log_as_found() -> Iterator[None]:
+    """A CLI run in the test process (click's CliRunner) configures squall's logger for a
+    terminal (its own handler, no propagation, its level); the next test in that process
+    would then see nothing in caplog. Each test leaves the logger as it found it, so that
+    no test depends on which ran before it in its worker."""
+    from squall.log import log
+
+    saved = (list(log.handlers), log.propagate, log.level)
+    yield
+    log.handlers[:] = saved[0]
+    log.propagate = saved[1]
+    log.setLevel(saved[2])
