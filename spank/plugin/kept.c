@@ -75,7 +75,6 @@ int sq_kept_key(const struct sq_start_request *r, const char *identity, char key
 	return ok ? 0 : -1;
 }
 
-
 int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
 		   char *err, size_t errlen)
 {
@@ -170,7 +169,6 @@ static pid_t layer_ready(int fd, struct sq_child *child, char *err, size_t errle
 	return (pid_t)layer;
 }
 
-
 int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
 		  char *err, size_t errlen)
 {
@@ -217,7 +215,6 @@ fail:
 	sq_child_close(&child);
 	return rv;
 }
-
 
 /* Where the job's kept container starts from: the image's extracted tree when the
  * node-local cache has it (its own key: a container from the tree is another container),

@@ -15,7 +15,6 @@
 
 #include "strbuf.h"  /* SQ_ERR_LEN */
 
-
 /* The step failed: keep the first error (later ones are logged only). */
 void sq_report_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* sq_report_error("%s", msg); returns -1. */

@@ -273,7 +273,6 @@ static int fetch_image(struct sq_step *s)
 	return 0;
 }
 
-
 /* --container-save: relative to the job's working directory, as with Pyxis. Node 0, which
  * saves, checks the destination now, as the user: the save itself runs after the tasks
  * have exited, when Slurm no longer lets a plugin change the step's exit code. */
