@@ -101,20 +101,20 @@ static int attach_container(struct sq_step *s, const char *runtime_name, pid_t p
 int sq_step_join_named(struct sq_step *s)
 {
 	char err[SQ_ERR_LEN], warn[1024];
-	unsigned long long start = 0, nsstart = 0;
-	pid_t pid = -1, nspid = 0;
+	const struct sq_named_query q = {
+		s->runtime_dir, s->run_name, s->opt->name, s->opt->name_mode,
+		s->cfg->container_name_strict,
+		{ s->opt->image, NULL, NULL, s->opt->image ? s->image.identity : NULL } };
+	struct sq_named_found f = { -1, 0, 0, 0 };
 	int r;
 
-	r = sq_named_find_running(s->runtime_dir, s->run_name, s->opt->name, s->opt->name_mode,
-				  s->cfg->container_name_strict, s->opt->image,
-				  s->opt->image ? s->image.identity : NULL, &pid, &start, &nspid,
-				  &nsstart, warn, sizeof(warn), err, sizeof(err));
+	r = sq_named_find_running(&q, &f, warn, sizeof(warn), err, sizeof(err));
 	if (r < 0)
 		return sq_report_fail(err);
 	if (r == 0)
 		return 0;
 	sq_report_warn(warn);
-	r = attach_container(s, s->run_name, pid, start, nspid, nsstart);
+	r = attach_container(s, s->run_name, f.pid, f.starttime, f.nspid, f.nsstart);
 	if (r == 0 && s->opt->name_mode == SQ_NAME_EXEC) {
 		sq_named_exec_none(s->opt->name, err, sizeof(err));
 		return sq_report_fail(err);

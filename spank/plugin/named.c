@@ -241,11 +241,13 @@ static void sweep_records(const char *runtime_dir, char *const *names, size_t co
 	closedir(d);
 }
 
-int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
-		     const char *runtime_name, const char *name, int mode, int strict,
-		     const struct sq_named_image *img, char **target, char *warn, size_t warnlen,
-		     char *err, size_t errlen)
+int sq_named_prepare(const struct sq_runtime *rt, const struct sq_named_query *q,
+		     char **target, char *warn, size_t warnlen, char *err, size_t errlen)
 {
+	const char *runtime_dir = q->runtime_dir, *runtime_name = q->runtime_name;
+	const char *name = q->name;
+	const struct sq_named_image *img = &q->img;
+	int mode = q->mode, strict = q->strict;
 	char sub[1024];
 	char **names = NULL;
 	size_t count = 0;
@@ -305,26 +307,24 @@ void sq_named_exec_none(const char *name, char *err, size_t errlen)
 		name, name);
 }
 
-int sq_named_find_running(const char *runtime_dir, const char *runtime_name, const char *name,
-			  int mode, int strict, const char *image_text, const char *identity,
-			  pid_t *pid, unsigned long long *starttime, pid_t *nspid,
-			  unsigned long long *nsstart, char *warn, size_t warnlen, char *err,
-			  size_t errlen)
+int sq_named_find_running(const struct sq_named_query *q, struct sq_named_found *found,
+			  char *warn, size_t warnlen, char *err, size_t errlen)
 {
 	if (warnlen > 0)
 		warn[0] = '\0';
-	if (mode != SQ_NAME_AUTO && mode != SQ_NAME_EXEC)
+	if (q->mode != SQ_NAME_AUTO && q->mode != SQ_NAME_EXEC)
 		return 0;
-	if (!sq_running_live(runtime_dir, runtime_name) ||
-	    sq_running_read_ns(runtime_dir, runtime_name, pid, starttime, nspid, nsstart) < 0) {
-		if (mode == SQ_NAME_EXEC) {
-			sq_named_exec_none(name, err, errlen);
+	if (!sq_running_live(q->runtime_dir, q->runtime_name) ||
+	    sq_running_read_ns(q->runtime_dir, q->runtime_name, &found->pid, &found->starttime,
+			       &found->nspid, &found->nsstart) < 0) {
+		if (q->mode == SQ_NAME_EXEC) {
+			sq_named_exec_none(q->name, err, errlen);
 			return -1;
 		}
 		return 0;
 	}
-	if (compare_image(runtime_dir, runtime_name, name, strict, image_text, identity, warn,
-			  warnlen, err, errlen) < 0)
+	if (compare_image(q->runtime_dir, q->runtime_name, q->name, q->strict, q->img.text,
+			  q->img.identity, warn, warnlen, err, errlen) < 0)
 		return -1;
 	return 1;
 }

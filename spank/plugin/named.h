@@ -46,22 +46,35 @@ struct sq_named_image {
 	const char *identity;    /* image.h identity; NULL when no image was given */
 };
 
-/* Find or make the container runtime_name; *target (heap) is the name to start.
- * warn: "" or one warning line (another image, reused). */
-int sq_named_prepare(const struct sq_runtime *rt, const char *runtime_dir,
-		     const char *runtime_name, const char *name, int mode, int strict,
-		     const struct sq_named_image *img, char **target, char *warn, size_t warnlen,
-		     char *err, size_t errlen);
+/* Which named container a step asks for. */
+struct sq_named_query {
+	const char *runtime_dir;     /* the user's runtime directory: the name's records */
+	const char *runtime_name;    /* the runtime's name for it (sq_named_runtime_name) */
+	const char *name;            /* --container-name as given, for messages */
+	int mode;                    /* enum sq_name_mode */
+	int strict;                  /* plugstack container_name_strict */
+	struct sq_named_image img;   /* the step's image */
+};
 
-/* The running instance of runtime_name to join, from its record in runtime_dir: 1 found
- * (*pid, *starttime and the namespace holder's *nspid, *nsstart from the record, not yet
- * checked alive), 0 none (start one), -1 with err (NAME:exec and none runs; or another
- * image with container_name_strict=1). warn as for sq_named_prepare. */
-int sq_named_find_running(const char *runtime_dir, const char *runtime_name, const char *name,
-			  int mode, int strict, const char *image_text, const char *identity,
-			  pid_t *pid, unsigned long long *starttime, pid_t *nspid,
-			  unsigned long long *nsstart, char *warn, size_t warnlen, char *err,
-			  size_t errlen);
+/* Where the running instance of a named container is, from its record (not yet checked
+ * alive): its first process and the namespace holder's. */
+struct sq_named_found {
+	pid_t pid;
+	unsigned long long starttime;
+	pid_t nspid;
+	unsigned long long nsstart;
+};
+
+/* Find or make the container q->runtime_name; *target (heap) is the name to start.
+ * warn: "" or one warning line (another image, reused). */
+int sq_named_prepare(const struct sq_runtime *rt, const struct sq_named_query *q,
+		     char **target, char *warn, size_t warnlen, char *err, size_t errlen);
+
+/* The running instance of q->runtime_name to join, from its record: 1 found (*found),
+ * 0 none (start one), -1 with err (NAME:exec and none runs; or another image with
+ * container_name_strict=1). warn as for sq_named_prepare. */
+int sq_named_find_running(const struct sq_named_query *q, struct sq_named_found *found,
+			  char *warn, size_t warnlen, char *err, size_t errlen);
 
 /* The error for NAME:exec when nothing of that name runs on the node. */
 void sq_named_exec_none(const char *name, char *err, size_t errlen);

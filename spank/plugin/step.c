@@ -298,16 +298,17 @@ static int prepare_save(struct sq_step *s, const char *cwd)
 static int named_target(struct sq_step *s, const struct sq_runtime *rt)
 {
 	char err[SQ_ERR_LEN], warn[1024];
-	struct sq_named_image img;
+	struct sq_named_query q;
 
 	if (s->importer.envp != NULL && !sq_named_exists(rt, s->run_name) &&
 	    fetch_image(s) < 0)
 		return -1;
-	img = (struct sq_named_image){ s->opt->image, s->image.path, s->load_uri,
-				       s->opt->image ? s->image.identity : NULL };
-	if (sq_named_prepare(rt, s->runtime_dir, s->run_name, s->opt->name, s->opt->name_mode,
-			     s->cfg->container_name_strict, &img, &s->target, warn, sizeof(warn),
-			     err, sizeof(err)) < 0)
+	q = (struct sq_named_query){
+		s->runtime_dir, s->run_name, s->opt->name, s->opt->name_mode,
+		s->cfg->container_name_strict,
+		{ s->opt->image, s->image.path, s->load_uri,
+		  s->opt->image ? s->image.identity : NULL } };
+	if (sq_named_prepare(rt, &q, &s->target, warn, sizeof(warn), err, sizeof(err)) < 0)
 		return sq_report_fail(err);
 	sq_report_warn(warn);
 	if (s->cfg->container_scope == SQ_SCOPE_JOB)
