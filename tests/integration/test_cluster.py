@@ -20,17 +20,28 @@ def test_jobs_run_as_the_test_user_with_home_on_shared_storage(cluster: Cluster)
 
 
 def test_requeued_job_survives_a_killed_node(cluster: Cluster) -> None:
-    out = f"/fsx/home/squall/jobs/requeue-{time.time_ns()}.out"
+    name = f"requeue-{time.time_ns()}"
+    out = f"/fsx/home/squall/jobs/{name}.out"
+    # Each task says it started (a file per node and run) before its work.
+    started = f"/fsx/home/squall/jobs/{name}.started"
     script = (
         "#!/bin/bash\n"
         "echo \"start restart=${SLURM_RESTART_COUNT:-0} nodes=$SLURM_JOB_NODELIST\"\n"
-        "srun bash -c 'sleep 25; echo done-$(hostname)'\n"
+        f"mkdir -p {started}\n"
+        f"srun bash -c 'touch {started}/$(hostname).${{SLURM_RESTART_COUNT:-0}}; "
+        "sleep 25; echo done-$(hostname)'\n"
     )
     jobid = cluster.sbatch(script, f"-N2 --requeue --open-mode=append -o {out}")
     info = cluster.wait_job(jobid, {"RUNNING"}, timeout=60)
     first_nodes = cluster.run(f"scontrol show hostnames {info['NodeList']}").out.split()
     assert len(first_nodes) == 2
-    time.sleep(3)  # let the step start on both nodes
+    # The step runs on both nodes before one is killed.
+    marks = {f"{n}.0" for n in first_nodes}
+    where = cluster.fsx_host / started[len("/fsx/"):]
+    deadline = time.monotonic() + 60
+    while not (where.is_dir() and marks <= {p.name for p in where.iterdir()}):
+        assert time.monotonic() < deadline, f"the step did not start on {first_nodes}"
+        time.sleep(0.2)
     victim = first_nodes[1]
     cluster.kill_node(victim)
     try:
