@@ -1,6 +1,8 @@
 /* smallio.c: see smallio.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,4 +76,34 @@ char *sq_read_file(const char *path, size_t *len)
 	buf = sq_read_all(fd, len);
 	close(fd);
 	return buf;
+}
+
+int sq_write_record(const char *path, const char *text)
+{
+	char tmp[PATH_MAX + 32];
+	size_t len = strlen(text);
+	int fd, saved;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, len) != (ssize_t)len) {
+		saved = errno ? errno : EIO;
+		close(fd);
+		goto fail;
+	}
+	if (close(fd) < 0 || rename(tmp, path) < 0) {
+		saved = errno;
+		goto fail;
+	}
+	return 0;
+fail:
+	unlink(tmp);
+	errno = saved;
+	return -1;
 }

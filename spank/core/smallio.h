@@ -19,6 +19,12 @@ char *sq_read_all(int fd, size_t *len);
  * cannot be opened. */
 char *sq_read_file(const char *path, size_t *len);
 
+/* Replace the record at path with text, whole: written to PATH.tmp.PID (a leftover or a
+ * planted link of that name removed first; created O_EXCL, O_NOFOLLOW, mode 0600), then
+ * renamed over path (a link there is replaced, never followed). 0 ok; -1 with errno, and
+ * no temporary left. */
+int sq_write_record(const char *path, const char *text);
+
 /* Write text to the file at path, which must exist (no create, no truncate: /proc and
  * /sys files). 0 when all of it was written, -1 otherwise. */
 int sq_write_text(const char *path, const char *text);

@@ -321,32 +321,15 @@ static void record_path(char *buf, size_t len, const char *dir, uint32_t jobid,
 int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
 		     const struct sq_keeper *k, char *err, size_t errlen)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 16], line[96];
-	size_t len;
-	int fd;
+	char path[PATH_MAX], line[96];
 
 	if (sq_running_format((long)k->pid, k->starttime, line, sizeof(line)) < 0)
 		return sq_errf(err, errlen, "cannot format the keeper record");
 	record_path(path, sizeof(path), dir, jobid, what);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		goto fail;
-	len = strlen(line);
-	if (write(fd, line, len) != (ssize_t)len) {
-		close(fd);
-		unlink(tmp);
-		goto fail;
-	}
-	close(fd);
-	if (rename(tmp, path) == 0)
+	if (sq_write_record(path, line) == 0)
 		return 0;
-	unlink(tmp);
-fail:
-	sq_errf(err, errlen, "cannot record the container's keeper in %s: %s", dir,
-		strerror(errno));
-	return -1;
+	return sq_errf(err, errlen, "cannot record the container's keeper in %s: %s", dir,
+		       strerror(errno));
 }
 
 void sq_keeper_forget(const char *dir, uint32_t jobid, const char *what)

@@ -129,24 +129,16 @@ static void record_path(char *buf, size_t len, const char *dir, const char *runt
 int sq_named_record_image(const char *runtime_dir, const char *runtime_name,
 			  const char *identity, const char *image_text, char *err, size_t errlen)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	char path[PATH_MAX];
 	char *line = NULL;
-	ssize_t len;
-	int fd, rv = 0;
+	int rv = 0;
 
 	record_path(path, sizeof(path), runtime_dir, runtime_name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	len = asprintf(&line, "%s\t%s\n", identity, image_text);
-	if (len < 0)
+	if (asprintf(&line, "%s\t%s\n", identity, image_text) < 0)
 		return sq_errf(err, errlen, "out of memory");
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, line, (size_t)len) != len || close(fd) < 0 ||
-	    rename(tmp, path) < 0) {
+	if (sq_write_record(path, line) < 0)
 		rv = sq_errf(err, errlen, "cannot record the image of container %s in %s: %s",
 			     runtime_name, runtime_dir, strerror(errno));
-		if (fd >= 0)
-			unlink(tmp);
-	}
 	free(line);
 	return rv;
 }

@@ -13,6 +13,7 @@
 #include "procstat.h"
 #include "running.h"
 #include "safeopen.h"
+#include "smallio.h"
 #include "strbuf.h"
 
 #define RECORD_PREFIX "running-"
@@ -37,9 +38,7 @@ int sq_running_record(const char *dir, const char *name, pid_t pid,
 		      unsigned long long starttime, pid_t nspid, unsigned long long nsstart,
 		      char *err, size_t errlen)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 32], line[96];
-	size_t len;
-	int fd;
+	char path[PATH_MAX], line[96];
 
 	/* The first running instance stays the one to join (a no_exec step starts a second
 	 * one of the same container; its end must not hide the first). */
@@ -49,26 +48,10 @@ int sq_running_record(const char *dir, const char *name, pid_t pid,
 				 sizeof(line)) < 0)
 		return sq_errf(err, errlen, "cannot format the running-container record");
 	record_path(path, sizeof(path), dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		goto fail;
-	len = strlen(line);
-	if (write(fd, line, len) != (ssize_t)len) {
-		close(fd);
-		unlink(tmp);
-		goto fail;
-	}
-	close(fd);
-	if (rename(tmp, path) < 0) {
-		unlink(tmp);
-		goto fail;
-	}
-	return 0;
-fail:
-	sq_errf(err, errlen, "cannot record the running container in %s: %s", dir,
-		strerror(errno));
-	return -1;
+	if (sq_write_record(path, line) == 0)
+		return 0;
+	return sq_errf(err, errlen, "cannot record the running container in %s: %s", dir,
+		       strerror(errno));
 }
 
 char **sq_running_names(const char *dir, const char *prefix)

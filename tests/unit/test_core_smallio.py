@@ -70,3 +70,28 @@ def test_read_all_leaves_the_descriptor_open(tmp_path):
         os.fstat(fd)                            # still open: the caller's
     finally:
         os.close(fd)
+
+
+def test_write_record_replaces_the_record_whole_and_private(tmp_path):
+    rec = tmp_path / "keeper-7.0"
+    rec.write_text("old record that is longer\n")
+    assert lib.sq_write_record(str(rec).encode(), b"123 456\n") == 0
+    assert rec.read_text() == "123 456\n"
+    assert rec.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["keeper-7.0"]   # no temporary left
+
+
+def test_write_record_never_writes_through_a_planted_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    rec = tmp_path / "running-job"
+    # a link where the record goes, and one at every temporary name it might use
+    rec.symlink_to(victim)
+    (tmp_path / f"running-job.tmp.{os.getpid()}").symlink_to(victim)
+    assert lib.sq_write_record(str(rec).encode(), b"1 2\n") == 0
+    assert victim.read_text() == "precious\n"
+    assert not rec.is_symlink() and rec.read_text() == "1 2\n"
+
+
+def test_write_record_in_a_missing_directory_fails(tmp_path):
+    assert lib.sq_write_record(str(tmp_path / "gone" / "rec").encode(), b"x\n") == -1
