@@ -75,9 +75,15 @@ def tree(text: str) -> list[Node]:
 
 
 def edges() -> dict[str, set[str]]:
-    """Plugin file -> the other plugin files it calls."""
+    """Plugin file -> the other plugin files it calls. Exits when OFF_DEFAULT names a
+    function the plugin no longer has: a renamed one would silently join the walk."""
     calls: dict[str, set[str]] = defaultdict(set)
-    for root in tree(cflow("--no-main", "-A", "-A", "--depth", "2")):
+    roots = tree(cflow("--no-main", "-A", "-A", "--depth", "2"))
+    gone = OFF_DEFAULT - {r.name for r in roots if r.file}
+    if gone:
+        sys.exit(f"callmap: OFF_DEFAULT names {', '.join(sorted(gone))}, which the plugin "
+                 "no longer defines: rename or remove them in spank/callmap.py")
+    for root in roots:
         for child in root.children:
             if root.file and child.file and child.file != root.file:
                 calls[root.file].add(child.file)
