@@ -22,8 +22,6 @@
 #include "lifecycle.h"
 #include "mountinfo.h"
 #include "nodecache.h"
-#include "pidfd.h"
-#include "procstat.h"
 #include "protocol.h"
 #include "report.h"
 #include "smallio.h"
