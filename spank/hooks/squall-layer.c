@@ -2,6 +2,7 @@
  * squall-layer: a fresh layer for one step on the job's kept container (lifecycle.h).
  *
  *   squall-layer --pid PID [--renew MAJ:MIN]...
+ *   squall-layer --pid PID --share
  *
  * Run by the plugin as the job user, with fd 3 the container's user namespace, fd 4 its
  * mount namespace, fd 5 the write end of a pipe ("ready PID\n" once the layer is built) and
@@ -18,6 +19,11 @@
  * then pivots into it and changes to the directory the container's first process (PID)
  * is in. The plugin's tasks join that mount namespace instead of the container's: their
  * writes never reach the kept container, nor another step's layer.
+ * With --share (a container started for a step, named or not) the new mount namespace is
+ * a plain copy of the container's, with nothing renewed and no propagation changed: the
+ * tasks write to the container as before, and, being the only processes in it, they are
+ * what `enroot list -f` shows for the container, as with Pyxis (sentinel.h hides the
+ * container's own stopped first process).
  * Exit 0 after the plugin let go; 1 with one line on stderr when the layer cannot be made
  * (the plugin then starts a container for the step).
  */
@@ -291,6 +297,7 @@ static int fresh_in_place(const struct mnt *mounts, size_t nmounts, const char *
 struct layer {
 	const char *renew[MAX_RENEW];  /* --renew: the runtime's own tmpfs mounts */
 	int nrenew;
+	int share;                     /* --share: a plain copy of the container's namespace */
 	long pid;                      /* --pid: the container's first process */
 	char cwd[PATH_MAX];            /* its working directory, where the step starts */
 	struct mnt *mounts;            /* the container's mounts, in mountinfo order */
@@ -306,6 +313,8 @@ static int parse_args(struct layer *l, int argc, char **argv)
 			l->pid = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--renew") == 0 && i + 1 < argc && l->nrenew < MAX_RENEW)
 			l->renew[l->nrenew++] = argv[++i];
+		else if (strcmp(argv[i], "--share") == 0)
+			l->share = 1;
 		else
 			return -1;
 	}
@@ -337,6 +346,13 @@ static void enter_container(struct layer *l)
 		l->cwd[len] = '\0';
 	else
 		snprintf(l->cwd, sizeof(l->cwd), "/");
+	if (l->share) {
+		/* Same owner (the container's user namespace): the copy keeps every mount,
+		 * flag and propagation as the container has them. */
+		if (unshare(CLONE_NEWNS) < 0)
+			die("cannot make a mount namespace for the step", NULL);
+		return;
+	}
 	/* Read in the container's own namespace: a copy (unshare) loses "unbindable". */
 	l->mounts = read_mounts(&l->nmounts);
 	if (unshare(CLONE_NEWNS) < 0)
@@ -473,11 +489,17 @@ int main(int argc, char **argv)
 	l.pid = -1;
 	if (parse_args(&l, argc, argv) < 0) {
 		fprintf(stderr, "squall: " PROG " is run by the squall SPANK plugin "
-			"(--pid PID [--renew MAJ:MIN]...)\n");
+			"(--pid PID [--renew MAJ:MIN]... | --share)\n");
 		return 2;
 	}
 	ignore_signals();
 	enter_container(&l);
+	if (l.share) {
+		if (chdir(l.cwd) < 0 && chdir("/") < 0)
+			die("cannot change to", l.cwd);
+		hand_over();
+		return 0;
+	}
 	/* A read-only root has nothing to renew: the step keeps it, and only gets fresh
 	 * tmpfs mounts, on top of the container's (which its tasks then cannot reach). */
 	if (!has_option(l.rootmnt->flags, "ro") ||

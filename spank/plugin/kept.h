@@ -63,10 +63,4 @@ int sq_kept_key(const struct sq_start_request *r, const char *identity, char key
 int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
 		   char *err, size_t errlen);
 
-/* Make this step's layer with layer_path (squall-layer) as cred's user and hold it in c
- * instead of the container's mount namespace, root and working directory. 0 ok; -1 with
- * err (the caller may then start a container for the step). */
-int sq_kept_layer(struct sq_container *c, const char *layer_path, const struct sq_cred *cred,
-		  char *err, size_t errlen);
-
 #endif

@@ -1,4 +1,5 @@
-"""squall-layer (spank/hooks/squall-layer.c): a fresh layer per step on a kept container.
+"""squall-layer (spank/hooks/squall-layer.c): a fresh layer per step on a kept container,
+and a shared one (--share) on a container started for a step.
 
 A container is started with the real Enroot on the host (tests/unit/enroot_host.py: real
 namespaces, squashfuse, kernel overlayfs) and stopped as the plugin keeps it; squall-layer is
@@ -61,7 +62,7 @@ class Kept:
 
 
 class Layer:
-    def __init__(self, layer_bin: Path, kept: Kept) -> None:
+    def __init__(self, layer_bin: Path, kept: Kept, share: bool = False) -> None:
         pid = kept.proc.pid
         userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
         mntns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
@@ -73,8 +74,9 @@ class Layer:
                 os.dup2(fd, 3 + i)
 
         args = [str(layer_bin), "--pid", str(pid)]
-        for dev in kept.renew_list():
+        for dev in [] if share else kept.renew_list():
             args += ["--renew", dev]
+        args += ["--share"] if share else []
         self.proc = subprocess.Popen(args, preexec_fn=place, pass_fds=(3, 4, 5, 6),
                                      stderr=subprocess.PIPE)
         for fd in (userns, mntns, ready_w, rel_r):
@@ -155,3 +157,27 @@ def test_binds_are_the_containers(layer_bin, env, image, tmp_path):
             a.close()
     finally:
         k.close()
+
+
+def test_a_shared_layer_is_the_container_seen_from_a_namespace_of_its_own(layer_bin, kept_rw):
+    """--share: what the tasks write in the root and the runtime's tmpfs mounts is the
+    container's; only the namespace is theirs (so that they, not the container's stopped
+    first process, are what `enroot list -f` shows)."""
+    a = Layer(layer_bin, kept_rw, share=True)
+    try:
+        assert a.run("echo A > /etc/shared && echo A > /mnt/scratch/shared").returncode == 0
+        first = kept_rw.proc.pid
+        assert Path(f"/proc/{first}/root/etc/shared").read_text() == "A\n"
+        assert Path(f"/proc/{first}/root/mnt/scratch/shared").read_text() == "A\n"
+        own, container = os.readlink(f"/proc/{a.proc.pid}/ns/mnt"), \
+            os.readlink(f"/proc/{first}/ns/mnt")
+        assert own != container
+        cwd = a.run("pwd; grep -c ^Name: /proc/self/status")
+        assert cwd.stdout.split() == ["/etc", "1"], cwd
+        b = Layer(layer_bin, kept_rw, share=True)
+        try:
+            assert b.run("cat /etc/shared /mnt/scratch/shared").stdout == "A\nA\n"
+        finally:
+            b.close()
+    finally:
+        a.close()
