@@ -32,7 +32,7 @@ OFF_DEFAULT = {
     "sq_step_attach_step", "sq_step_join_named", "named_target", "own_target",
     "start_own_container", "sq_save_check", "sq_importer_setup", "sq_importer_release",
     "fetch_image", "build_from_registry", "sq_enroot_uri", "sq_named_is_step",
-    "sq_named_runtime_name",
+    "sq_named_runtime_name", "share_layer",
 }
 LINE = re.compile(r"^(?P<indent> *)(?P<name>\w+)\(\)(?: <.* at (?P<file>[^:>]+):\d+>)?")
 

@@ -1,11 +1,11 @@
 /*
- * sentinel.h: keeps a kept container's own first process out of `enroot list -f`.
+ * sentinel.h: keeps a container's own first process out of `enroot list -f`.
  *
  * Enroot's `list -f` shows one process per mount namespace, the one with the lowest PID
- * (lsns), when Enroot's lock file /.lock is under its root. For the job's kept container
+ * (lsns), when Enroot's lock file /.lock is under its root. For a container squall starts
  * that is the runtime's stopped first process (`sh -c 'kill -STOP $$; exit 0'`): squall's
- * machinery, since the steps' tasks run in layers of their own, which `enroot list -f`
- * shows. The keeper forks a sentinel before it starts the runtime, so the sentinel's PID
+ * machinery, since the steps' tasks run in layers of their own (plugin/layer.h), which
+ * `enroot list -f` shows. The keeper forks a sentinel before it starts the runtime, so the sentinel's PID
  * is the lower; once the container is set up the sentinel joins its user and mount
  * namespaces and makes the container's /proc its root, where there is no /.lock: the
  * namespace is then represented by a process `enroot list -f` skips.

@@ -79,7 +79,7 @@ struct keeper {
 	int ns_fd;
 	struct cache_use use;
 	struct cache_fill fill;
-	struct sq_sentinel sentinel;   /* a kept container's stand-in in `enroot list -f` */
+	struct sq_sentinel sentinel;   /* the container's stand-in in `enroot list -f` */
 	const char *listen_path;
 	int listen_fd;
 	struct client clients[MAX_CLIENTS];
@@ -480,8 +480,7 @@ static int start_and_announce(struct keeper *k, char **argv)
 	char text[96];
 	int own[2];
 
-	if (k->job)
-		sq_sentinel_fork(&k->sentinel);   /* before the runtime: the lower PID */
+	sq_sentinel_fork(&k->sentinel);   /* before the runtime: the lower PID */
 	start_runtime(k, argv);
 	if (k->runtime < 0) {
 		fprintf(stderr, "squall: " PROG " cannot fork the runtime: %s\n", strerror(errno));

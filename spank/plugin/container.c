@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -157,6 +159,26 @@ static int layer_id(const struct sq_container *c, unsigned long long *dev,
 	return 0;
 }
 
+/* The container's working directory (its first process's, a path in the container) under
+ * root, a layer's: the process a layer is found through may be a task that changed
+ * directory. -1 when it cannot be found there. */
+static int open_first_cwd(const struct sq_container *c, int root)
+{
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	char link[64], path[4096];
+	ssize_t n;
+
+	if (c->pid <= 0 || root < 0)
+		return -1;
+	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)c->pid);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0 || path[0] != '/')
+		return -1;
+	path[n] = '\0';
+	return (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+}
+
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen)
 {
 	char path[64];
@@ -167,8 +189,11 @@ int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t 
 	mnt = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
 	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
-	cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cwd = open_first_cwd(c, root);
+	if (cwd < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
+		cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
 	if (mnt < 0 || root < 0 || cwd < 0) {
 		sq_errf(err, errlen, "cannot hold the step's layer (process %d): %s", (int)pid,
 			strerror(errno));
@@ -204,6 +229,15 @@ void sq_container_record_layer(const struct sq_container *c, const char *dir, ui
 
 	if (layer_id(c, &dev, &ino) == 0)
 		sq_layer_record(dir, jobid, stepid, dev, ino);
+}
+
+void sq_container_record_named_layer(const struct sq_container *c, const char *dir,
+				     const char *name)
+{
+	unsigned long long dev, ino;
+
+	if (layer_id(c, &dev, &ino) == 0)
+		sq_layer_record_named(dir, name, dev, ino);
 }
 
 int sq_container_start(struct sq_container *c, const struct sq_start_request *r,

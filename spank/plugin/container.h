@@ -78,9 +78,9 @@ int sq_container_attach_kept(struct sq_container *c, int sock, uid_t uid, char *
 			     size_t errlen);
 int sq_container_start_kept(struct sq_container *c, const struct sq_start_request *r,
 			    char *err, size_t errlen);
-/* Hold the mount namespace, root and working directory of process pid (a step's layer,
- * kept.h) instead of the container's, and tell the keeper of a kept container which
- * namespace it is. 0 ok; -1 with err. */
+/* Hold the mount namespace and root of process pid (a step's layer, layer.h) instead of
+ * the container's, with the container's working directory found again under that root,
+ * and tell the container's keeper which namespace it is. 0 ok; -1 with err. */
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen);
 /* The epilog's records (keeper.h): the keeper holding c, as DIR/keeper-JOBID.WHAT; the
  * step's layer held in c, as DIR/layer-JOBID.STEPID (nothing when c holds none). */
@@ -88,6 +88,10 @@ int sq_container_record(const struct sq_container *c, const char *dir, uint32_t 
 			const char *what, char *err, size_t errlen);
 void sq_container_record_layer(const struct sq_container *c, const char *dir, uint32_t jobid,
 			       uint32_t stepid);
+/* A named container's shared layer held in c, as DIR/layer-NAME (NAME: its runtime name),
+ * for the steps that join it (join.c). */
+void sq_container_record_named_layer(const struct sq_container *c, const char *dir,
+				     const char *name);
 /* In a task, before exec. workdir NULL: the container's working directory; relative:
  * from there. */
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);

@@ -2,13 +2,17 @@
  * join.c: a step that joins a container another step runs on this node, instead of
  * starting one (step.h): by --container-name NAME (named.h finds its record) or by
  * --container-name=JOBID.STEPID (that step's record, and its layer on the job's kept
- * container: kept.h). What was joined is held in the step's container and namespace
+ * container, kept.h, or on the container it started, layer.h). A named container is joined
+ * in its shared layer (layer.h). What was joined is held in the step's container and namespace
  * holder, which task_init enters as it enters a started one.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
 
 #include "keeper.h"
 #include "named.h"
@@ -98,6 +102,33 @@ static int attach_container(struct sq_step *s, const char *runtime_name, pid_t p
 	return 1;
 }
 
+/* The tasks of a running named container run in its shared layer (layer.h): join it,
+ * through one of its processes, once sure the recorded number still names a namespace of
+ * that container (owned by its user namespace, held while joined). None found (its tasks
+ * have not started, or are gone): the container's own namespace. */
+static void enter_named_layer(struct sq_step *s)
+{
+	unsigned long long dev, ino, held_dev, held_ino;
+	char err[SQ_ERR_LEN];
+	long pid;
+	int pin;
+
+	if (sq_layer_read_named(s->runtime_dir, s->run_name, &dev, &ino) < 0)
+		return;
+	pin = sq_mntns_pin_owned(dev, ino, (long)s->uid, s->ctr.ns_mnt);
+	if (pin < 0)
+		return;
+	pid = sq_mntns_find(dev, ino, (long)s->uid);
+	if (pid > 0 && sq_container_use_layer(&s->ctr, (pid_t)pid, err, sizeof(err)) < 0)
+		slurm_info("squall: --container-name=%s: %s", s->opt->name, err);
+	else if (pid > 0 && (sq_mntns_fd_id(s->ctr.ns_mnt, &held_dev, &held_ino) < 0 ||
+			     held_dev != dev || held_ino != ino))
+		/* The process found left between the lookup and the open: what was opened is
+		 * not the layer. */
+		sq_container_use_layer(&s->ctr, s->ctr.pid, err, sizeof(err));
+	close(pin);
+}
+
 int sq_step_join_named(struct sq_step *s)
 {
 	char err[SQ_ERR_LEN], warn[1024];
@@ -115,6 +146,8 @@ int sq_step_join_named(struct sq_step *s)
 		return 0;
 	sq_report_warn(warn);
 	r = attach_container(s, s->run_name, f.pid, f.starttime, f.nspid, f.nsstart);
+	if (r == 1)
+		enter_named_layer(s);
 	if (r == 0 && s->opt->name_mode == SQ_NAME_EXEC) {
 		sq_named_exec_none(s->opt->name, err, sizeof(err));
 		return sq_report_fail(err);

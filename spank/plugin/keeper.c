@@ -345,13 +345,17 @@ static void layer_path(char *buf, size_t len, const char *dir, uint32_t jobid, u
 	snprintf(buf, len, "%s/layer-%u.%u", dir, (unsigned)jobid, (unsigned)stepid);
 }
 
-int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
-		    unsigned long long ino)
+/* A named container's: its runtime name starts with "pyxis_", a step's with a digit. */
+static void named_layer_path(char *buf, size_t len, const char *dir, const char *name)
 {
-	char path[PATH_MAX], line[64];
+	snprintf(buf, len, "%s/layer-%s", dir, name);
+}
+
+static int write_layer(const char *path, unsigned long long dev, unsigned long long ino)
+{
+	char line[64];
 	int fd, n, rc = -1;
 
-	layer_path(path, sizeof(path), dir, jobid, stepid);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
@@ -362,14 +366,12 @@ int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned l
 	return rc;
 }
 
-int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long *dev,
-		  unsigned long long *ino)
+static int read_layer_file(const char *path, unsigned long long *dev, unsigned long long *ino)
 {
-	char path[PATH_MAX], line[64] = "";
+	char line[64] = "";
 	ssize_t n;
 	int fd;
 
-	layer_path(path, sizeof(path), dir, jobid, stepid);
 	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
 	if (fd < 0)
 		return -1;
@@ -381,11 +383,55 @@ int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned lon
 	return sscanf(line, "%llu %llu", dev, ino) == 2 ? 0 : -1;
 }
 
+int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
+		    unsigned long long ino)
+{
+	char path[PATH_MAX];
+
+	layer_path(path, sizeof(path), dir, jobid, stepid);
+	return write_layer(path, dev, ino);
+}
+
+int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long *dev,
+		  unsigned long long *ino)
+{
+	char path[PATH_MAX];
+
+	layer_path(path, sizeof(path), dir, jobid, stepid);
+	return read_layer_file(path, dev, ino);
+}
+
 void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid)
 {
 	char path[PATH_MAX];
 
 	layer_path(path, sizeof(path), dir, jobid, stepid);
+	unlink(path);
+}
+
+int sq_layer_record_named(const char *dir, const char *name, unsigned long long dev,
+			  unsigned long long ino)
+{
+	char path[PATH_MAX];
+
+	named_layer_path(path, sizeof(path), dir, name);
+	return write_layer(path, dev, ino);
+}
+
+int sq_layer_read_named(const char *dir, const char *name, unsigned long long *dev,
+			unsigned long long *ino)
+{
+	char path[PATH_MAX];
+
+	named_layer_path(path, sizeof(path), dir, name);
+	return read_layer_file(path, dev, ino);
+}
+
+void sq_layer_forget_named(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	named_layer_path(path, sizeof(path), dir, name);
 	unlink(path);
 }
 

@@ -76,14 +76,21 @@ void sq_keeper_tell_layer(const struct sq_keeper *k, int ns_mnt, unsigned long l
 int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
 		     const struct sq_keeper *k, char *err, size_t errlen);
 void sq_keeper_forget(const char *dir, uint32_t jobid, const char *what);
-/* A step's layer on a kept container (kept.h), for the epilog: DIR/layer-JOBID.STEPID
- * holds the device and inode of its mount namespace. */
+/* A step's layer (layer.h), for the epilog and --container-name=JOBID.STEPID:
+ * DIR/layer-JOBID.STEPID holds the device and inode of its mount namespace. */
 int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
 		    unsigned long long ino);
 void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid);
-/* Read that record. 0 ok, -1 none (the step did not use a kept container) or unreadable. */
+/* Read that record. 0 ok, -1 none (the step made no layer) or unreadable. */
 int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long *dev,
 		  unsigned long long *ino);
+/* The same for a running named container's shared layer, for the steps that join it:
+ * DIR/layer-RUNTIME_NAME, written by the step that started it, removed at its end. */
+int sq_layer_record_named(const char *dir, const char *name, unsigned long long dev,
+			  unsigned long long ino);
+int sq_layer_read_named(const char *dir, const char *name, unsigned long long *dev,
+			unsigned long long *ino);
+void sq_layer_forget_named(const char *dir, const char *name);
 
 /* Job epilog, as root: end every container the job's records in dirfd (the user's runtime
  * directory, opened O_NOFOLLOW and checked) still name (keeper, runtime, everything of uid

@@ -20,6 +20,7 @@
 #include "imageref.h"
 #include "keeper.h"
 #include "kept.h"
+#include "layer.h"
 #include "mounts.h"
 #include "mounts_exist.h"
 #include "named.h"
@@ -355,7 +356,27 @@ static int prepare_target(struct sq_step *s, const struct sq_runtime *rt)
 	return s->target != NULL ? 0 : sq_report_fail("out of memory");
 }
 
-/* --container-unshare, then the records other steps join by. */
+/* A container started for the step: its tasks run in a plain copy of its mount namespace
+ * (layer.h), so that they, not its stopped first process, stand for it in `enroot list -f`,
+ * as with Pyxis. The first running instance of a named container records it for the steps
+ * that join it. Without it (the kernel refused) the tasks join the container's own
+ * namespace. */
+static void share_layer(struct sq_step *s)
+{
+	char err[SQ_ERR_LEN];
+	int first = s->opt->name != NULL && !sq_running_live(s->runtime_dir, s->run_name);
+
+	if (sq_layer_make(&s->ctr, SQ_LAYER, &s->cred_user, SQ_LAYER_SHARE, err,
+			  sizeof(err)) < 0) {
+		slurm_info("squall: %s", err);
+		return;
+	}
+	sq_container_record_layer(&s->ctr, s->runtime_dir, s->jobid, s->stepid);
+	if (first)
+		sq_container_record_named_layer(&s->ctr, s->runtime_dir, s->run_name);
+}
+
+/* --container-unshare, the tasks' layer, then the records other steps join by. */
 static void after_start(struct sq_step *s)
 {
 	char err[SQ_ERR_LEN];
@@ -374,6 +395,8 @@ static void after_start(struct sq_step *s)
 	if (s->pmix && sq_pmix_bind_appdir(s->ctr.ns_mnt, s->uid, s->gid, s->jobid, s->stepid,
 					   err, sizeof(err)) < 0)
 		sq_report_warn(err);
+	if (!s->ctr.kept)
+		share_layer(s);
 	if (sq_running_record(s->runtime_dir, s->step_name, s->ctr.pid, s->ctr.starttime,
 			      s->holder.pid > 0 ? s->holder.pid : 0, s->holder.starttime, err,
 			      sizeof(err)) < 0 ||

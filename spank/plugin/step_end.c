@@ -17,6 +17,17 @@
 #include "save.h"
 #include "step.h"
 
+/* Does the named container's running record name this step's container (the first
+ * instance, whose layer the joining steps are told of)? */
+static int running_is_ours(const struct sq_step *s)
+{
+	unsigned long long start;
+	pid_t pid;
+
+	return sq_running_read(s->runtime_dir, s->run_name, &pid, &start) == 0 &&
+	       pid == s->ctr.pid && start == s->ctr.starttime;
+}
+
 void sq_step_stop_container(struct sq_step *s)
 {
 	int owned = s->ctr.owned, kept = s->ctr.kept;
@@ -24,15 +35,18 @@ void sq_step_stop_container(struct sq_step *s)
 
 	if (owned || kept) {
 		sq_running_forget(s->runtime_dir, s->step_name, s->ctr.pid);
-		if (owned && s->opt->name != NULL && s->run_name[0])
+		if (owned && s->opt->name != NULL && s->run_name[0]) {
+			if (running_is_ours(s))
+				sq_layer_forget_named(s->runtime_dir, s->run_name);
 			sq_running_forget(s->runtime_dir, s->run_name, s->ctr.pid);
+		}
 	}
 	sq_container_stop(&s->ctr);
 	sq_nsholder_release(&s->holder);
 	snprintf(what, sizeof(what), "%u", (unsigned)s->stepid);
 	if (owned)
 		sq_keeper_forget(s->runtime_dir, s->jobid, what);
-	if (kept)
+	if (owned || kept)
 		sq_layer_forget(s->runtime_dir, s->jobid, s->stepid);
 }
 

@@ -29,13 +29,30 @@ def test_a_kept_container_shows_its_tasks_and_nothing_of_squall(cluster: Cluster
         assert "squall" not in out, out
 
 
-def test_a_named_container_is_listed_under_its_name(cluster: Cluster, image: str) -> None:
+def test_a_named_container_is_listed_under_its_name_by_its_task(cluster: Cluster,
+                                                                 image: str) -> None:
+    """As with Pyxis: the name, then the task's PID and command, nothing of squall's (its
+    stopped first shell, state T, was listed here until issue 30)."""
     name = f"l{time.time_ns()}"
     with running_step(cluster, f"--container-image={image} --container-name={name}",
-                      "echo up", name=name):
-        rows = [line.split() for line in listing(cluster).splitlines()]
+                      "echo $$", name=name) as (_, task):
+        out = listing(cluster)
+        rows = [line.split() for line in out.splitlines()]
         mine = [row for row in rows if row and row[0] == f"pyxis_{name}"]
-        assert mine and any(word.isdigit() for word in mine[0][1:3]), rows
+        assert mine and mine[0][1] == task and mine[0][-2:] == ["sleep", "300"], out
+        assert "kill -STOP" not in out and "squall" not in out, out
+
+
+def test_a_step_joining_a_named_container_shares_its_tasks_namespace(cluster: Cluster,
+                                                                     image: str) -> None:
+    """`--container-name=NAME` joins the running instance: its tasks, the listed one among
+    them, see the same mount namespace, and start in the container's working directory."""
+    name = f"j{time.time_ns()}"
+    with running_step(cluster, f"--container-image={image} --container-name={name}",
+                      "readlink /proc/self/ns/mnt", name=name) as (jobid, task_ns):
+        joined = cluster.run(f"srun --jobid={jobid} -N1 -w {NODE} --overlap "
+                             f"--container-name={name} bash -c 'readlink /proc/self/ns/mnt; pwd'")
+        assert joined.out.split()[-2:] == [task_ns, "/work"], joined
 
 
 def test_enroot_exec_into_a_running_named_container(cluster: Cluster, image: str) -> None:
