@@ -135,9 +135,14 @@ static int path_check(const char *entry, const char *role, const char *p, char *
 		int starts = c == p || c[-1] == '/';
 		int ends = c[2] == '\0' || c[2] == '/';
 
+		/* A target's: Enroot's own refusal says "Cross-device link", which Pyxis's users
+		 * (and its test suite) grep for. */
 		if (starts && ends)
-			return sq_errf(err, errlen, WHAT ": '%s': %s holds a '..' component (give the "
-				       "path without '..')", sq_show(entry, eshow, sizeof(eshow)), role);
+			return sq_errf(err, errlen, WHAT ": '%s': %s holds a '..' component%s (give "
+				       "the path without '..')", sq_show(entry, eshow, sizeof(eshow)),
+				       role, strcmp(role, "target") == 0
+				       ? ", which could lead out of the container's root (Enroot "
+					 "refuses it: Cross-device link)" : "");
 	}
 	return 0;
 }

@@ -329,9 +329,10 @@ int sq_container_join(const struct sq_container *c, const char *workdir, char *e
 		if (workdir[0] != '/' && fchdir(c->cwd_fd) < 0 && chdir("/") < 0)
 			return sq_errf(err, errlen, "cannot change to the container's working "
 					"directory: %s", strerror(errno));
+		/* "PATH: strerror" as Pyxis says it, which scripts grep. */
 		if (chdir(workdir) < 0)
-			return sq_errf(err, errlen, "--container-workdir=%s: cannot change to it "
-					"inside the container: %s", workdir, strerror(errno));
+			return sq_errf(err, errlen, "--container-workdir: cannot change to it inside "
+					"the container: %s: %s", workdir, strerror(errno));
 	} else if (fchdir(c->cwd_fd) < 0 && chdir("/") < 0) {
 		return sq_errf(err, errlen, "cannot change to the container's working "
 				"directory: %s", strerror(errno));

@@ -207,8 +207,9 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char why[64];
 		sq_status_text(status, why, sizeof(why));
-		sq_errf(err, errlen, "--container-image=%s: sqshbuild failed (%s): %s", text, why,
-			line[0] ? line : "it printed no error");
+		/* Pyxis's first words, which scripts grep. */
+		sq_errf(err, errlen, "failed to import docker image: %s: sqshbuild failed (%s): "
+			"%s", text, why, line[0] ? line : "it printed no error");
 		return -1;
 	}
 	if (line[0] != '/') {

@@ -24,7 +24,8 @@
 #include "strbuf.h"
 #include "unshare.h"
 
-/* Flags that only shape a container being started: joining one, they cannot apply. */
+/* Flags that only shape a container being started: joining one, they cannot apply. One
+ * line each, in Pyxis's words, which scripts grep ("ignoring --container-mounts"). */
 static void warn_ignored_on_join(struct sq_step *s, const char *joined)
 {
 	static const struct { int id; const char *flag; } shaping[] = {
@@ -36,17 +37,14 @@ static void warn_ignored_on_join(struct sq_step *s, const char *joined)
 		{ SQ_OPT_EFA, "--container-efa" },
 		{ SQ_OPT_NCCL_DEBUG, "--container-nccl-debug" },
 	};
-	char list[512] = "", line[1024];
-	size_t n = 0;
+	char line[1024];
 
-	for (size_t i = 0; i < sizeof(shaping) / sizeof(shaping[0]); i++)
-		if (s->opt->source[shaping[i].id] != SQ_SRC_NONE)
-			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "",
-					      shaping[i].flag);
-	if (n && n < sizeof(list)) {
-		snprintf(line, sizeof(line), "squall: warning: --container-name=%s joined the "
-			 "container that runs on this node (%s): %s did not apply (they were set "
-			 "when it started)", s->opt->name, joined, list);
+	for (size_t i = 0; i < sizeof(shaping) / sizeof(shaping[0]); i++) {
+		if (s->opt->source[shaping[i].id] == SQ_SRC_NONE)
+			continue;
+		snprintf(line, sizeof(line), "squall: warning: ignoring %s when attaching to a "
+			 "running container (--container-name=%s joined %s on this node; it was "
+			 "set when that container started)", shaping[i].flag, s->opt->name, joined);
 		sq_report_warn(line);
 	}
 }

@@ -81,7 +81,19 @@ def test_pyxis_container_workdir_missing_fails(cluster: Cluster, image: str) -> 
     res = srun(cluster, f"--container-image={image} --container-workdir=/pyxis", "true",
                check=False)
     assert res.rc != 0, res
-    assert "/pyxis" in res.err and "No such file or directory" in res.err, res
+    # Pyxis's bats suite (workdir.bats) greps this much of its message.
+    assert "/pyxis: No such file or directory" in res.err, res
+
+
+# --- a registry image that cannot be imported --------------------------------------------
+
+def test_pyxis_container_image_import_failure_is_said_once(cluster: Cluster) -> None:
+    # Pyxis's docker_image.bats: two tasks on one node, one import, and one line that
+    # scripts grep, "failed to import docker image: IMAGE".
+    ref = f"login:5000/squall/none-{time.time_ns()}:missing"
+    res = srun(cluster, f"-n2 --container-image={ref}", "true", check=False)
+    assert res.rc != 0, res
+    assert res.err.count(f"failed to import docker image: {ref}") == 1, res
 
 
 # --- --[no-]container-entrypoint, --container-entrypoint-log ---------------------------------
@@ -169,6 +181,14 @@ def test_pyxis_container_mounts_missing_source_fails(cluster: Cluster, image: st
     res = srun(cluster, f"--container-image={image} --container-mounts=/nonexistent:/mnt/a",
                "true", check=False)
     assert res.rc != 0 and "/nonexistent" in res.err, res
+
+
+def test_pyxis_container_mounts_path_escape_is_refused(cluster: Cluster, image: str) -> None:
+    # Pyxis's mounts.bats: a target that climbs out of the container's root fails with
+    # Enroot's "Cross-device link", which the suite greps.
+    res = srun(cluster, f"--container-image={image} --container-mounts=/home:../home", "true",
+               check=False)
+    assert res.rc != 0 and "cross-device link" in res.err.lower(), res
 
 
 # --- --container-writable / --container-readonly --------------------------------------------

@@ -287,7 +287,8 @@ def test_any_other_failure_of_the_builder_is_one_line(probe, builder, world, tmp
     conf = conf_file(world / "builder", f"{BUILDER}\n")
     out = resolve(probe, conf, stand_in(world, builder.pw_uid, 1), 1)
     assert out["rc"] == ["-1"] and "note" not in out
-    assert out["err"] == [f"--container-image={REF}: sqshbuild failed (exit status 1): "
+    assert out["err"] == [f"failed to import docker image: {REF}: sqshbuild failed "
+                          "(exit status 1): "
                           "sqshbuild: error: unauthorized: the registry refused it"]
     assert order(world) == [builder.pw_uid]
 
