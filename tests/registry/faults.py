@@ -9,6 +9,7 @@ regex and fires ``times`` times (None: always), then the request is forwarded ag
 * ``("endless",)``: answer 200 and send bytes forever (chunked, no length);
 * ``("trickle", interval)``: forward, but send the body a byte every ``interval`` seconds
   (never silent for a whole read timeout, never done);
+* ``("rate", bytes_per_second)``: forward, no faster than that (a slow link, which ends);
 * ``("replace", body, content_type[, pause])``: answer 200 with this body instead of
   upstream's (with ``pause``: its first half, a pause of that many seconds, the rest).
 
@@ -96,6 +97,8 @@ class FaultProxy:
                 self._forward(h, method)
             elif kind == "trickle":
                 self._forward(h, method, trickle=rule.action[1])
+            elif kind == "rate":
+                self._forward(h, method, rate=rule.action[1])
             elif kind == "status":
                 code, retry_after = rule.action[1], rule.action[2]
                 body = b'{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}'
@@ -146,7 +149,7 @@ class FaultProxy:
         h.close_connection = True
 
     def _forward(self, h: http.server.BaseHTTPRequestHandler, method: str,
-                 trickle: float = 0.0) -> None:
+                 trickle: float = 0.0, rate: int = 0) -> None:
         headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
         try:
             resp = requests.request(method, f"{self.upstream}{h.path}", headers=headers,
@@ -164,6 +167,12 @@ class FaultProxy:
         if method == "HEAD":
             return
         for chunk in resp.raw.stream(64 << 10, decode_content=False):
+            if rate:
+                if self.stopping.wait(len(chunk) / rate):
+                    return
+                h.wfile.write(chunk)
+                h.wfile.flush()
+                continue
             if not trickle:
                 h.wfile.write(chunk)
                 continue

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from squall.sqshbuild.layers import LayerCache
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.outpath import OutputTarget
 from squall.sqshbuild.pipe import grow_pipe
+from squall.sqshbuild.progress import PullCount, Reporter
 from squall.sqshbuild.refs import Source, parse_source
 from squall.sqshbuild.registry import (
     Manifest,
@@ -65,19 +66,6 @@ from squall.sqshbuild.versions import VersionProbe
 from squall.sqshbuild.writeback import EarlyWriteback
 
 VERSION = "0.1.0"
-
-
-class Reporter:
-    """Progress callbacks; the CLI draws them on a terminal. Methods may be called from
-    download threads."""
-
-    def stage(self, text: str) -> None: ...
-    def waiting(self, owner: dict[str, object] | None) -> None: ...
-    def download_start(self, total: int) -> None: ...
-    def download_advance(self, n: int) -> None: ...
-    def squash_start(self, layers: int) -> None: ...
-    def squash_advance(self, n: int) -> None: ...
-    def done(self) -> None: ...
 
 
 @dataclass
@@ -356,8 +344,11 @@ def _take_build_lock(cache: ImageCache, src: Source, digest: str,
     variant = opts.squash.variant()
     failures = BuildFailures(cache, digest, variant)
     lock = cache.lock(digest, variant)
+    rep = opts.reporter
     if lock.acquire(done=lambda: cache.has(digest, variant) or failures.new() is not None,
-                    on_wait=opts.reporter.waiting):
+                    on_wait=rep.waiting,
+                    progress=rep.waiting_progress if rep.progress_every else None,
+                    every=rep.progress_every):
         return lock, failures
     if cache.has(digest, variant):
         return None, failures
@@ -402,6 +393,11 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
         if not isinstance(config, dict):
             raise SquallError(f"config {manifest.config.digest} of {client.name} is not a JSON "
                               "object: the image is broken; re-push it")
+        # Counted for the waiting builds, which read it in the lock file (progress.py).
+        count = PullCount(rep, src.canonical)
+        lock.status = count.fields
+        opts = replace(opts, reporter=count)
+        rep = count
         rep.stage(f"downloading {len(manifest.layers)} layers")
         rep.download_start(sum(d.size for d in manifest.layers))
         sidecar = {

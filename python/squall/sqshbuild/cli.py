@@ -25,13 +25,14 @@ from squall.cliutil import (
 )
 from squall.errors import SquallError, UsageError
 from squall.sqshbuild import boundread, jsonbound
-from squall.sqshbuild.build import BuildOptions, Reporter, build
+from squall.sqshbuild.build import BuildOptions, build
 from squall.sqshbuild.cache import convert as cache_convert
 from squall.sqshbuild.cache import gc as cache_gc
 from squall.sqshbuild.cache.image_cache import ImageCache, open_private, open_reader, open_shared
 from squall.sqshbuild.cache.layout import default_cache_dir, parse_size, user_cache_dir
 from squall.sqshbuild.cache.leftovers import remove_dead_work_dirs
 from squall.sqshbuild.cache.pins import check_job
+from squall.sqshbuild.progress import ProgressLines, Reporter, human
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
 from squall.sqshbuild.trust import builder_name, is_writer
 
@@ -45,14 +46,6 @@ class _DefaultGroup(click.Group):
                                                                     "--version"):
             args = ["build", *args]
         return super().parse_args(ctx, args)
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 class TerminalReporter(Reporter):
@@ -77,9 +70,9 @@ class TerminalReporter(Reporter):
         if self._total:
             pct = min(100, self._done * 100 // self._total)
             bar = "#" * (pct // 4)
-            line = f"download [{bar:<25}] {pct:3d}% {_human(self._done)}/{_human(self._total)}"
+            line = f"download [{bar:<25}] {pct:3d}% {human(self._done)}/{human(self._total)}"
         if self._phase == "squash":
-            line += f"  squash {_human(self._squashed)} written"
+            line += f"  squash {human(self._squashed)} written"
         sys.stderr.write("\r\033[K" + line)
         sys.stderr.flush()
 
@@ -168,6 +161,11 @@ def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
               help="Parallel downloads [default: 2 on 2 CPUs, up to 4 with more].")
 @click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Scratch space for dockerd:// and the unpack pipeline [default: TMPDIR].")
+@click.option("--progress-every", "progress_every", type=click.FloatRange(min=0), default=0,
+              metavar="SECONDS",
+              help="Every SECONDS, one 'sqshbuild: progress:' line on stderr (even with -q): "
+                   "who pulls what, how much, how fast, also while waiting for another "
+                   "node's pull [default: 0, none].")
 @click.option("--job", default="", metavar="KEY",
               help="Resolve a tag once for this job and pin it: later builds with the same "
                    "KEY use the pinned digest without asking the registry (the plugin "
@@ -176,8 +174,8 @@ def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @output_options
 def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, compressor: str,
               level: int, block_size: int, processors: int, enroot_compat: bool, pipeline: str,
-              insecure: tuple[str, ...], jobs: int, work_dir: Path | None, job: str,
-              as_json: bool) -> None:
+              insecure: tuple[str, ...], jobs: int, work_dir: Path | None,
+              progress_every: float, job: str, as_json: bool) -> None:
     """Build REF into the cache (or -o PATH) and print the image path (-q: only that)."""
     quiet = is_quiet()
     if job:
@@ -200,11 +198,16 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
         reporter = Reporter()
     else:
         reporter = PlainReporter()
+    lines = ProgressLines(reporter, progress_every, ref) if progress_every else None
     squash = SquashOptions(**{**squash.__dict__, "progress": False})
     bopts = BuildOptions(cache_dir=cache_dir, output=output, arch=arch, squash=squash,
                          insecure=insecure, jobs=jobs, work_dir=work_dir, job=job,
-                         reporter=reporter)
-    result = build(ref, bopts)
+                         reporter=lines or reporter)
+    try:
+        result = build(ref, bopts)
+    finally:
+        if lines is not None:
+            lines.close()
     if result.pinned:  # said even with -q: the plugin passes this line on to srun
         click.echo(f"sqshbuild: job {job} pinned {result.reference} to {result.digest}: its "
                    "later steps, failover attempts and requeues run this digest", err=True)
@@ -302,7 +305,7 @@ def inspect(image: Path, as_json: bool) -> None:
                 "created"):
         click.echo(f"{key + ':':<12}{_shown(side.get(key, ''))}")
     shown_size = side.get("size")
-    click.echo(f"{'size:':<12}{_human(shown_size if isinstance(shown_size, int) else size)}")
+    click.echo(f"{'size:':<12}{human(shown_size if isinstance(shown_size, int) else size)}")
     squash = _mapping(side.get("squash"))
     click.echo(f"{'squash:':<12}{_shown(squash.get('pipeline', ''))} "
                f"{_shown(squash.get('compressor', ''))}")
@@ -346,9 +349,9 @@ def gc(max_size: str, cache_dir: Path | None, dry_run: bool, as_json: bool) -> N
     for r in removed:
         kind = next(k for k in ("image", "layer", "leftover") if k in r)
         variant = f" ({r['variant']})" if r.get("variant") else ""
-        click.echo(f"{verb} {kind} {r.get(kind)}{variant} ({_human(r['size'])})")
+        click.echo(f"{verb} {kind} {r.get(kind)}{variant} ({human(r['size'])})")
     if not removed:
-        click.echo(f"cache already under {_human(limit)}")
+        click.echo(f"cache already under {human(limit)}")
 
 
 def _gc_cache(cache_dir: Path | None) -> ImageCache:

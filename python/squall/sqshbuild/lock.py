@@ -2,14 +2,15 @@
 
 ``fcntl``/``flock`` locks are not reliable across nodes on every Lustre or NFS mount, so the
 lock is a file created with ``O_CREAT|O_EXCL`` (atomic on NFSv3+ and Lustre) holding the
-owner's host, pid and start time. The owner refreshes the file's mtime every
-``heartbeat`` seconds from a thread. A waiter takes the lock over when the owner is gone:
-same host and the pid no longer exists, or the file has not changed for ``stale_after``
-seconds of the waiter's own monotonic clock (a crashed or SIGKILLed node). The file's
-mtime against the waiter's wall clock counts only past ``SKEW_BOUND`` more: nodes whose
-clocks are minutes apart never break each other's live lock, and a lock left hours ago is
-taken at once. Takeover renames the stale file to a unique name first, so of
-two waiters only one wins, then creates the lock afresh.
+owner's host, pid and start time, and, rewritten every second while it builds, how far its
+build is (:mod:`.progress`: what the builds waiting on other nodes tell their users). The
+owner refreshes the file's mtime every ``heartbeat`` seconds from a thread. A waiter takes
+the lock over when the owner is gone: same host and the pid no longer exists, or the file
+has not changed for ``stale_after`` seconds of the waiter's own monotonic clock (a crashed
+or SIGKILLed node). The file's mtime against the waiter's wall clock counts only past
+``SKEW_BOUND`` more: nodes whose clocks are minutes apart never break each other's live
+lock, and a lock left hours ago is taken at once. Takeover renames the stale file to a
+unique name first, so of two waiters only one wins, then creates the lock afresh.
 
 A lock is honoured only when a trusted owner made it (:mod:`.trust`): another user's lock
 file is ignored at once, with one note, and the build goes on without a lock (publication
@@ -38,6 +39,7 @@ from squall.sqshbuild import jsonbound, safefs
 from squall.sqshbuild.trust import Trust, may_remove, who
 
 HEARTBEAT = 5.0
+STATUS_EVERY = 1.0  # how often a holder with a status (progress.py) rewrites it
 STALE_AFTER = 60.0
 # How far apart two nodes' clocks may be without a waiter breaking a live lock on its
 # mtime alone (an NTP-less node can be minutes off; an hour is no longer a skew).
@@ -46,6 +48,8 @@ SKEW_BOUND = 3600.0
 # image's lock and its layers' locks; once one of them is judged, the others are stale as
 # soon as they have missed two heartbeats, not after a full STALE_AFTER each.
 _GONE: set[tuple[object, object]] = set()
+# Told what the lock file says of its holder (None: absent, untrusted or malformed).
+OwnerCallback = Callable[[dict[str, object] | None], None]
 
 
 def pid_alive(pid: int) -> bool:
@@ -77,6 +81,11 @@ class SharedLock:
         self._thread: threading.Thread | None = None
         self.held = False
         self.unlocked = False  # going on without it (an untrusted or unremovable lock)
+        # What the holder is doing (progress.PullCount.fields): written into the lock file
+        # at every heartbeat, for the builds waiting for it on other nodes.
+        self.status: Callable[[], dict[str, object]] | None = None
+        self._fd = -1
+        self._since = 0.0
         self._seen: tuple[int, int, int, int] | None = None  # the file as last seen
         self._seen_at = 0.0  # when it last changed, by this process's clock
 
@@ -95,21 +104,40 @@ class SharedLock:
                               f"(chmod 1777 {self.path.parent})") from None
         try:
             os.fchmod(fd, 0o644)  # whatever the umask: every user reads who holds it
-            os.write(fd, json.dumps({"host": self.host, "pid": os.getpid(),
-                                     "since": time.time()}).encode())
+            self._since = time.time()
+            os.write(fd, self._content({}))
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd   # kept for the heartbeat's status (never reopened by its name)
         self.held = True
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
         return True
 
+    def _content(self, status: dict[str, object]) -> bytes:
+        return json.dumps({**status, "host": self.host, "pid": os.getpid(),
+                           "since": self._since}).encode()
+
     def _beat(self) -> None:
-        while not self._stop.wait(self.heartbeat):
+        """The mtime every heartbeat; the status, when there is one, every STATUS_EVERY
+        seconds (one small write by the one build that holds the lock)."""
+        last = time.monotonic()
+        while not self._stop.wait(min(self.heartbeat, STATUS_EVERY)):
             try:
-                os.utime(self.path)
+                if self.status is not None:
+                    # One write of a few hundred bytes: a reader sees the old text or the
+                    # new (a torn read fails to parse and is skipped). It changes the mtime.
+                    data = self._content(self.status())
+                    os.pwrite(self._fd, data, 0)
+                    os.ftruncate(self._fd, len(data))
+                elif time.monotonic() - last >= self.heartbeat:
+                    os.utime(self.path)
+                else:
+                    continue
+                last = time.monotonic()
             except OSError:
                 return
 
@@ -180,12 +208,14 @@ class SharedLock:
         return True
 
     def acquire(self, done: Callable[[], bool] | None = None, timeout: float = 6 * 3600,
-                poll: float = 0.3, on_wait: Callable[[dict[str, object] | None], None] | None = None
-                ) -> bool:
+                poll: float = 0.3, on_wait: OwnerCallback | None = None,
+                progress: OwnerCallback | None = None, every: float = 5.0) -> bool:
         """Take the lock, or return False as soon as ``done()`` says the work was done by the
-        holder; waits up to ``timeout`` seconds."""
+        holder; waits up to ``timeout`` seconds. ``on_wait`` is told the holder once,
+        ``progress`` every ``every`` seconds of the wait (what the holder's file says)."""
         deadline = time.monotonic() + timeout
         told = False
+        next_progress = time.monotonic() + every
         while True:
             if done is not None and done():
                 return False
@@ -209,6 +239,9 @@ class SharedLock:
             if not told and on_wait is not None:
                 on_wait(self.owner())
                 told = True
+            if progress is not None and time.monotonic() >= next_progress:
+                progress(self.owner())
+                next_progress = time.monotonic() + every
             if time.monotonic() > deadline:
                 owner = self.owner() or {}
                 raise SquallError(
@@ -227,6 +260,9 @@ class SharedLock:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         self.held = False
 
     def __enter__(self) -> SharedLock:

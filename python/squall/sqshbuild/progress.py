@@ -1,0 +1,175 @@
+"""How far a pull is, said while it runs (issue 27).
+
+A build counts the bytes it pulls and squashes (:class:`PullCount`); its lock's heartbeat
+writes that count into the lock file (:mod:`.lock`), so the builds waiting for it on other
+nodes read who pulls what and how far. With ``--progress-every S`` a build prints one
+``sqshbuild: progress: ...`` line every S seconds on stderr, even with -q
+(:class:`ProgressLines`): the plugin passes them on to srun, so a step whose image is being
+pulled never looks hung (the field's "pyxis: importing docker image" with nothing after it).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+
+
+class Reporter:
+    """Progress callbacks; the CLI draws them on a terminal. Methods may be called from
+    download threads. ``progress_every``: seconds between the lines a build waiting for
+    another's says (:meth:`waiting_progress`); 0: none."""
+
+    progress_every = 0.0
+
+    def stage(self, text: str) -> None: ...
+    def waiting(self, owner: dict[str, object] | None) -> None: ...
+    def waiting_progress(self, owner: dict[str, object] | None) -> None: ...
+    def download_start(self, total: int) -> None: ...
+    def download_advance(self, n: int) -> None: ...
+    def squash_start(self, layers: int) -> None: ...
+    def squash_advance(self, n: int) -> None: ...
+    def done(self) -> None: ...
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+class PullCount(Reporter):
+    """The bytes one build pulled and squashed, passed on to the reporter it wraps; read
+    by the lock's heartbeat (:meth:`fields`) from another thread."""
+
+    def __init__(self, inner: Reporter, ref: str) -> None:
+        self.inner = inner
+        self.ref = ref
+        self._lock = threading.Lock()
+        self.total, self.pulled, self.written = 0, 0, 0
+
+    def fields(self) -> dict[str, object]:
+        with self._lock:
+            return {"ref": self.ref, "total": self.total, "pulled": self.pulled,
+                    "written": self.written}
+
+    def stage(self, text: str) -> None:
+        self.inner.stage(text)
+
+    def waiting(self, owner: dict[str, object] | None) -> None:
+        self.inner.waiting(owner)
+
+    def waiting_progress(self, owner: dict[str, object] | None) -> None:
+        self.inner.waiting_progress(owner)
+
+    def download_start(self, total: int) -> None:
+        with self._lock:
+            self.total = total
+        self.inner.download_start(total)
+
+    def download_advance(self, n: int) -> None:
+        with self._lock:
+            self.pulled += n
+        self.inner.download_advance(n)
+
+    def squash_start(self, layers: int) -> None:
+        self.inner.squash_start(layers)
+
+    def squash_advance(self, n: int) -> None:
+        with self._lock:
+            self.written += n
+        self.inner.squash_advance(n)
+
+    def done(self) -> None:
+        self.inner.done()
+
+
+def describe(fields: dict[str, object], rate: float | None) -> str:
+    """'pulls REF: X of Y, R/s' while bytes are still to come (the squash of the layers
+    already there runs meanwhile), then 'squashes REF: X written', from a count's fields."""
+    ref = fields.get("ref") or "this image"
+    pulled, total, written = (fields.get(k) for k in ("pulled", "total", "written"))
+    pulled = pulled if isinstance(pulled, int) else 0
+    total = total if isinstance(total, int) else 0
+    if total and pulled >= total:
+        return f"squashes {ref}: {human(written if isinstance(written, int) else 0)} written"
+    text = f"pulls {ref}: {human(pulled)} of {human(total)}"
+    return text + (f", {human(rate)}/s" if rate is not None else "")
+
+
+class ProgressLines(Reporter):
+    """One line every ``every`` seconds on stderr, whatever else the reporter it wraps
+    shows: while this build pulls or squashes (a thread), and while it waits for another's
+    (the lock's wait loop calls :meth:`waiting_progress`)."""
+
+    def __init__(self, inner: Reporter, every: float, ref: str) -> None:
+        self.inner = inner
+        self.progress_every = every
+        self.count = PullCount(Reporter(), ref)
+        self.host = socket.gethostname()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._seen: tuple[float, int] | None = None   # a waited-for pull: when, how far
+
+    @staticmethod
+    def say(text: str) -> None:
+        sys.stderr.write(f"sqshbuild: progress: {text}\n")
+        sys.stderr.flush()
+
+    def _tick(self) -> None:
+        last = (time.monotonic(), 0)
+        while not self._stop.wait(self.progress_every):
+            fields = self.count.fields()
+            now, pulled = time.monotonic(), self.count.pulled
+            rate = (pulled - last[1]) / (now - last[0]) if now > last[0] else None
+            last = (now, pulled)
+            self.say(f"{self.host} {describe(fields, rate)}")
+
+    def stage(self, text: str) -> None:
+        self.inner.stage(text)
+
+    def waiting(self, owner: dict[str, object] | None) -> None:
+        self.inner.waiting(owner)
+
+    def waiting_progress(self, owner: dict[str, object] | None) -> None:
+        who = (f"{owner.get('host')} (pid {owner.get('pid')})" if owner
+               else "another build")
+        if not owner or "pulled" not in owner:
+            self.say(f"waiting for {who}, which builds this image")
+            return
+        now, pulled = time.monotonic(), owner.get("pulled")
+        pulled = pulled if isinstance(pulled, int) else 0
+        rate = None
+        if self._seen is not None and now > self._seen[0]:
+            rate = max(0.0, (pulled - self._seen[1]) / (now - self._seen[0]))
+        self._seen = (now, pulled)
+        self.say(f"waiting for {who}, which {describe(owner, rate)}")
+
+    def download_start(self, total: int) -> None:
+        self.count.download_start(total)
+        self.inner.download_start(total)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+
+    def download_advance(self, n: int) -> None:
+        self.count.download_advance(n)
+        self.inner.download_advance(n)
+
+    def squash_start(self, layers: int) -> None:
+        self.count.squash_start(layers)
+        self.inner.squash_start(layers)
+
+    def squash_advance(self, n: int) -> None:
+        self.count.squash_advance(n)
+        self.inner.squash_advance(n)
+
+    def done(self) -> None:
+        self.close()
+        self.inner.done()
+
+    def close(self) -> None:
+        self._stop.set()
