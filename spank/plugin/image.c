@@ -129,24 +129,75 @@ static void pass_pin_line(int fd, struct sq_image *out)
 	free(text);
 }
 
+/* sqshbuild's progress lines, passed on as they come (image.h say), while the step waits
+ * for its image. */
+struct progress_pass {
+	off_t seen;       /* how much of the capture was looked at: up to its last newline */
+	void (*say)(const char *line);
+};
+
+static void pass_progress(int err_fd, void *arg)
+{
+	static const char prefix[] = "sqshbuild: progress: ";
+	struct progress_pass *p = arg;
+	char buf[4096], *line, *end;
+	ssize_t got = pread(err_fd, buf, sizeof(buf) - 1, p->seen);
+
+	if (got <= 0)
+		return;
+	buf[got] = '\0';
+	end = strrchr(buf, '\n');
+	if (end == NULL) {
+		/* a line longer than the buffer: skip it whole */
+		if (got == (ssize_t)sizeof(buf) - 1)
+			p->seen += got;
+		return;
+	}
+	*end = '\0';
+	p->seen += end - buf + 1;
+	for (line = buf; line != NULL; line = end) {
+		end = strchr(line, '\n');
+		if (end != NULL)
+			*end++ = '\0';
+		if (strncmp(line, prefix, sizeof(prefix) - 1) == 0)
+			p->say(line + strlen("sqshbuild: "));
+	}
+}
+
 /* One run of `sqshbuild build`: 0 when it ran (*status; line: its last stdout line when
  * it exited 0, else its last stderr line), -1 with err. */
 static int run_build(const char *text, const struct sq_image_env *e, char *const envp[],
 		     const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
 		     char *line, size_t linelen, struct sq_image *out, char *err, size_t errlen)
 {
-	const char *argv[] = { e->sqshbuild, "build", "--quiet", "--cache-dir", e->cache_dir,
-			       text, NULL, NULL, NULL };
+	const char *argv[12];
+	char every[16];
+	struct progress_pass pass = { 0, e->say };
+	struct sq_spawn_opts with = o != NULL ? *o : (struct sq_spawn_opts){ NULL, -1, NULL, 0,
+									      NULL, NULL };
 	struct sq_child child;
-	int ok;
+	int n = 0, ok;
 
+	argv[n++] = e->sqshbuild;
+	argv[n++] = "build";
+	argv[n++] = "--quiet";
+	argv[n++] = "--cache-dir";
+	argv[n++] = e->cache_dir;
 	if (e->job != NULL && e->job[0] != '\0') {
-		argv[5] = "--job";
-		argv[6] = e->job;
-		argv[7] = text;
+		argv[n++] = "--job";
+		argv[n++] = e->job;
 	}
-	if (sq_run_opts(e->sqshbuild, (char *const *)argv, envp, cred, o, status, &child, err,
-			errlen) < 0)
+	if (e->progress_s > 0 && e->say != NULL) {
+		snprintf(every, sizeof(every), "%d", e->progress_s);
+		argv[n++] = "--progress-every";
+		argv[n++] = every;
+		with.tick = pass_progress;
+		with.tick_arg = &pass;
+	}
+	argv[n++] = text;
+	argv[n] = NULL;
+	if (sq_run_opts(e->sqshbuild, (char *const *)argv, envp, cred, &with, status, &child,
+			err, errlen) < 0)
 		return -1;
 	ok = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
 	sq_capture_tail(ok ? child.out_fd : child.err_fd, 1, line, linelen);
@@ -162,7 +213,7 @@ static int build_as_builder(const char *text, const struct sq_image_env *e,
 			    struct sq_image *out, int *status, char *line, size_t linelen,
 			    char *err, size_t errlen)
 {
-	const struct sq_spawn_opts in_root = { "/", 022, NULL, 0 };
+	const struct sq_spawn_opts in_root = { "/", 022, NULL, 0, NULL, NULL };
 	struct sq_builder b;
 	char note[1024];
 	int rc;

@@ -38,6 +38,11 @@ struct sq_image_env {
 	const struct sq_cred *cred;
 	const char *builder_conf; /* NULL: /etc/squall/builder (builder.h) */
 	const char *job;          /* "" or the job's key: a tag is resolved once per job */
+	int progress_s;           /* > 0: sqshbuild's progress lines every that many seconds,
+				   * each given to say ("progress: ...") while the step waits:
+				   * the plugin passes them on to srun from the step's first
+				   * node (one line for the step, not one per node) */
+	void (*say)(const char *line);
 };
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

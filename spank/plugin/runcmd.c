@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pidfd.h"
 #include "runcmd.h"
 #include "strbuf.h"
 
@@ -202,7 +204,7 @@ static int spawn_with(const char *path, char *const argv[], char *const envp[],
 		      const struct sq_cred *cred, const struct sq_spawn_opts *o,
 		      struct sq_child *child, char *err, size_t errlen)
 {
-	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0 };
+	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0, NULL, NULL };
 	int devnull, lifted[8];
 	pid_t pid;
 
@@ -316,12 +318,31 @@ int sq_run(const char *path, char *const argv[], char *const envp[], const struc
 	return sq_run_opts(path, argv, envp, cred, NULL, status, child, err, errlen);
 }
 
+/* Until the child has exited (left for sq_child_wait to reap), tick every second. */
+static void wait_ticking(const struct sq_child *child, const struct sq_spawn_opts *o)
+{
+	int pidfd = sq_pidfd_open(child->pid);
+	struct pollfd p = { pidfd, POLLIN, 0 };
+
+	if (pidfd < 0)
+		return;   /* no pidfd (an old kernel): no ticks, the wait is the same */
+	for (;;) {
+		int r = poll(&p, 1, 1000);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			break;
+		o->tick(child->err_fd, o->tick_arg);
+	}
+	close(pidfd);
+}
+
 int sq_run_opts(const char *path, char *const argv[], char *const envp[],
 		const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
 		struct sq_child *child, char *err, size_t errlen)
 {
 	if (spawn_with(path, argv, envp, cred, o, child, err, errlen) < 0)
 		return -1;
+	if (o != NULL && o->tick != NULL)
+		wait_ticking(child, o);
 	if (sq_child_wait(child, status) < 0) {
 		sq_errf(err, errlen, "lost track of %s (pid %d): %s", path, (int)child->pid,
 			strerror(errno));

@@ -55,12 +55,16 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 int sq_run(const char *path, char *const argv[], char *const envp[], const struct sq_cred *cred,
 	   int *status, struct sq_child *child, char *err, size_t errlen);
 
-/* What sq_run_opts adds to sq_run, applied in the child once it has become cred. */
+/* What sq_run_opts adds to sq_run, applied in the child once it has become cred; and
+ * tick, called about every second while the caller waits for it (its captured stderr,
+ * so far: a long run's progress lines can be passed on as they come). */
 struct sq_spawn_opts {
 	const char *dir;       /* its working directory (NULL: the caller's) */
 	int umask;             /* its umask (-1: the caller's) */
 	const int *pass_fds;   /* become its descriptors 3, 4, ... (at most 8) */
 	int npass;
+	void (*tick)(int err_fd, void *arg);   /* NULL: none */
+	void *tick_arg;
 };
 
 /* sq_run with o (NULL: as sq_run). A cred with groups set when the caller runs with a

@@ -211,11 +211,19 @@ static void job_key(const struct sq_step *s, char *out, size_t outlen)
 
 /* The image: a file, or a registry reference through the site's importer, `enroot load`
  * (use_enroot_load) or sqshbuild's shared cache. 0 ok, -1 failed (error kept). */
+/* A line of sqshbuild's while the step waits for its image: on srun's stderr (the spank
+ * log of user_init), where a step that waits never looks hung. */
+static void say_progress(const char *line)
+{
+	slurm_spank_log("squall: %s", line);
+}
+
 static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cred *cred)
 {
 	const struct sq_config *cfg = s->cfg;
 	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
-				     NULL, NULL };
+				     NULL, NULL, s->nodeid == 0 ? SQ_PROGRESS_EVERY_S : 0,
+				     say_progress };
 	struct sq_image_ref ref;
 	char err[SQ_ERR_LEN], job[96];
 	int registry, rc;

@@ -50,6 +50,8 @@
 #define SQ_LAYER SQ_LIBEXEC_DIR "/squall-layer"
 /* A kept container no step has used for this long ends (the epilog ends it sooner). */
 #define SQ_KEPT_IDLE_S 600
+/* Seconds between the lines that say how far an image pull is (image.h progress_s). */
+#define SQ_PROGRESS_EVERY_S 5
 
 /* Everything one slurmstepd knows about its step. */
 struct sq_step {

@@ -228,3 +228,58 @@ def test_sigkill_mid_build_leaves_nothing_complete_and_rerun_reuses_layers(
     assert len(list(host_cache.glob("*.sqsh"))) == 1
     assert not list(host_cache.glob(".building-*"))
     assert blob_gets(cluster, pushed["blobs"], mark) == {d: 1 for d in pushed["blobs"]}
+
+
+# Run as the image builder on a node: hold.py DIGEST REF SECONDS holds the image's build lock
+# in the shared cache as a pull that goes on would (its status says 1 MiB more every half
+# second), so a step asking for that image waits for SECONDS, as behind another node's pull.
+HOLD = r'''
+import sys, time
+from pathlib import Path
+from squall.sqshbuild.cache.image_cache import open_shared
+
+lock = open_shared(Path("/fsx/squall/images")).lock(sys.argv[1])
+assert lock.try_acquire(), "the image's lock is taken"
+start = time.monotonic()
+def status():
+    pulled = int((time.monotonic() - start) * 2) << 20
+    return {"ref": sys.argv[2], "total": 64 << 20, "pulled": min(pulled, 64 << 20),
+            "written": 0}
+lock.status = status
+print("held", flush=True)
+time.sleep(float(sys.argv[3]))
+lock.release()
+'''
+
+
+def test_a_step_waiting_for_a_pull_says_who_pulls_what_on_srun(cluster: Cluster, tools: str):
+    """Issue 27: a node pulls, the others wait; srun's stderr says, every 5 s, whom the
+    step waits for and how far that pull is, once per step (its first node), never a
+    silent wait (the field's "pyxis: importing docker image" with nothing after it)."""
+    repo = f"test/progress-{uuid.uuid4().hex[:8]}"
+    pushed = push(cluster, tools, repo)
+    shared = cluster.fsx_host / "squall/images"
+    hexd = pushed["digest"].split(":")[1]
+    for old in shared.glob(f"sha256-{hexd}.*"):
+        old.unlink()
+    ref = f"{REGISTRY}/{repo}:v1"
+    cluster.put(f"{tools}/hold.py", HOLD)
+    cluster.run(f"setsid runuser -u squall-builder -- python3 {tools}/hold.py "
+                f"{pushed['digest']} {ref} 13 > /tmp/hold.out 2>&1 < /dev/null &",
+                node="node3", user="root")
+    for _ in range(100):
+        if list((shared / "locks").glob(f"*{hexd}*.lock")):
+            break
+        threading.Event().wait(0.1)
+    else:
+        pytest.fail(cluster.run("cat /tmp/hold.out", node="node3", check=False).out)
+    res = cluster.run(f"srun -N2 -w node1,node2 --container-image={ref} printenv GREETING",
+                      timeout=120)
+    assert res.out.split() == ["from-the-image", "from-the-image"], res
+    said = [line for line in res.err.splitlines() if line.startswith("squall: progress: ")]
+    assert len(said) >= 2, res
+    assert all(re.fullmatch(rf"squall: progress: waiting for node3 \(pid \d+\), which pulls "
+                            rf"{re.escape(ref)}: [\d.]+ MiB of 64.0 MiB(, [\d.]+ [KM]?i?B/s)?",
+                            line) for line in said), res
+    # one step, one line per tick: from its first node only, not from every node
+    assert len(said) <= 4, res

@@ -301,3 +301,29 @@ def test_no_builder_builds_as_the_user_as_before(probe, builder, world, tmp_path
     assert out["rc"] == ["0"] and "note" not in out, out
     assert order(world) == [user.pw_uid]
     assert set(JOB_ENV) <= set(record(world, user.pw_uid)["env"])
+
+
+def test_progress_lines_reach_the_step_while_sqshbuild_runs(probe, world, tmp_path,
+                                                           monkeypatch):
+    """The step's first node passes sqshbuild's progress lines on as they come (srun's
+    stderr on a cluster), not when the build is over, and nothing else of its stderr."""
+    script = world / "sqshbuild-slow"
+    script.write_text(f"""#!/bin/sh
+for a in "$@"; do echo "$a"; done > {world}/rec/progress-args
+echo "sqshbuild: progress: node9 pulls {REF}: 1.0 MiB of 2.0 MiB, 1.0 MiB/s" >&2
+echo "sqshbuild: a line that is not progress" >&2
+sleep 2
+echo "sqshbuild: progress: node9 squashes {REF}: 2.0 MiB written" >&2
+sleep 1.5
+echo {world}/img.sqsh
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv("PROBE_PROGRESS", "1")
+    out = resolve(probe, conf_file(world / "builder", "none\n"), script, 0)
+    assert out["rc"] == ["0"], out
+    assert out["said"] == [f"progress: node9 pulls {REF}: 1.0 MiB of 2.0 MiB, 1.0 MiB/s",
+                           f"progress: node9 squashes {REF}: 2.0 MiB written"], out
+    first, second = (int(ms) for ms in out["ms"])
+    assert first < 1900 and 2000 <= second < 3400, out   # said as they came, not at exit
+    args = (world / "rec" / "progress-args").read_text().split()
+    assert args[args.index("--progress-every") + 1] == "1", args

@@ -6,13 +6,16 @@
  *   builder_probe resolve CONF SQSHBUILD CACHE REF UID GID DROP [VAR=VALUE...]
  *       sq_image_resolve as the plugin calls it, the job's environment the VAR=VALUEs;
  *       DROP=1: first drop the effective ids to UID:GID as slurmstepd's user_init does.
- *       rc= path= err= note=...
+ *       PROBE_PROGRESS=S in the probe's environment: progress lines every S seconds, each
+ *       printed as said=LINE at once, with ms= the milliseconds since the resolve began.
+ *       rc= path= err= note=... said=... ms=...
  */
 #define _GNU_SOURCE
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "builder.h"
@@ -59,10 +62,22 @@ static int cmd_lookup(const char *name)
 	return 0;
 }
 
+static struct timespec began;
+
+static void say(const char *line)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	printf("said=%s\nms=%ld\n", line, (long)((now.tv_sec - began.tv_sec) * 1000 +
+					       (now.tv_nsec - began.tv_nsec) / 1000000));
+}
+
 static int cmd_resolve(char **argv, int argc)
 {
 	struct sq_cred cred = { (uid_t)atol(argv[4]), (gid_t)atol(argv[5]), NULL, 0 };
-	struct sq_image_env e = { "/", argv[1], argv[2], argv + 7, &cred, argv[0], NULL };
+	struct sq_image_env e = { "/", argv[1], argv[2], argv + 7, &cred, argv[0], NULL, 0,
+				  NULL };
 	struct sq_image img;
 	char err[4096] = "";
 	int rc;
@@ -73,6 +88,11 @@ static int cmd_resolve(char **argv, int argc)
 		perror("drop");
 		return 1;
 	}
+	if (getenv("PROBE_PROGRESS") != NULL) {
+		e.progress_s = atoi(getenv("PROBE_PROGRESS"));
+		e.say = say;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &began);
 	rc = sq_image_resolve(argv[3], &e, &img, err, sizeof(err));
 	printf("rc=%d\n", rc);
 	if (rc < 0)
