@@ -82,3 +82,24 @@ def test_without_progress_every_q_says_nothing_but_the_path(registry, faulty, ca
     proc = subprocess.run([*sqshbuild_cmd(), "-q", "--cache-dir", str(cache_dir), ref],
                           env=run_env(clean_env), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_a_node_waiting_for_its_job_s_pin_says_whose_pull_it_waits_for(
+        registry, faulty, cache_dir, clean_env):
+    """The job's node that holds the pin waits for another job's pull of the image; the
+    job's other nodes wait for the pin, and still say who pulls what (the plugin's first
+    node may be any of them)."""
+    ref, blob = slow_image(registry, faulty, "progress/pinned")
+    puller = start(["-q", "--cache-dir", str(cache_dir), ref], clean_env)
+    wait_for_lock(cache_dir)
+    job = ["-q", "--job", "cluster-1000-42", "--cache-dir", str(cache_dir)]
+    pinner = start([*job, ref], clean_env)
+    time.sleep(1.5)   # it holds the job's pin and waits for the pull
+    waiter = start([*job, "--progress-every", "1", ref], clean_env)
+    outs = [p.communicate(timeout=120) for p in (puller, pinner, waiter)]
+    assert [p.returncode for p in (puller, pinner, waiter)] == [0, 0, 0], outs
+    assert len(faulty.hits(blob)) == 1
+    said = LINE.findall(outs[2][1])
+    host = socket.gethostname()
+    told = [m for m in said if m.startswith(f"waiting for {host} (pid {puller.pid}), which pulls ")]
+    assert len(told) >= 2, outs[2][1]

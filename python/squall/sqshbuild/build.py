@@ -279,14 +279,17 @@ def _resolve_pinned(src: Source, client: RegistryClient, caches: Caches, platfor
     if digest is None:
         cache = caches.write
         lock = pin.lock(cache)
+        rep = opts.reporter
         got = lock.acquire(done=lambda: pin.read(caches_all) is not None,
-                           on_wait=lambda o: opts.reporter.stage(
+                           on_wait=lambda o: rep.stage(
                                f"waiting for {(o or {}).get('host', 'another node')} to "
-                               f"resolve {src.canonical} for job {opts.job}"))
+                               f"resolve {src.canonical} for job {opts.job}"),
+                           progress=rep.waiting_progress if rep.progress_every else None,
+                           every=rep.progress_every)
         try:
             digest = pin.read(caches_all)
             if got and digest is None:
-                return _pin_now(pin, src, client, caches, platform, arch, opts)
+                return _pin_now(pin, src, client, caches, platform, arch, opts, lock)
         finally:
             lock.release()
         if digest is None:  # the holder failed: its error was its own; this one resolves
@@ -298,7 +301,8 @@ def _resolve_pinned(src: Source, client: RegistryClient, caches: Caches, platfor
 
 
 def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
-             platform: str, arch: str, opts: BuildOptions) -> BuildResult | _Pinned:
+             platform: str, arch: str, opts: BuildOptions,
+             pin_lock: SharedLock | None = None) -> BuildResult | _Pinned:
     """Under the pin's lock: resolve the tag, take the image's build lock when it is not
     cached, then write the pin, so that the job's other nodes wait for this build."""
     variant = opts.squash.variant()
@@ -321,7 +325,7 @@ def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
     held: SharedLock | None = None
     if found is None:
         cache = caches.building(opts.reporter)
-        held, _failures = _take_build_lock(cache, src, digest, opts)
+        held, _failures = _take_build_lock(cache, src, digest, opts, mirror=pin_lock)
         if held is None:
             found = cache
     try:
@@ -337,18 +341,30 @@ def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
     return _Pinned(digest, manifest, held)
 
 
-def _take_build_lock(cache: ImageCache, src: Source, digest: str,
-                     opts: BuildOptions) -> tuple[SharedLock | None, BuildFailures]:
+def _take_build_lock(cache: ImageCache, src: Source, digest: str, opts: BuildOptions,
+                     mirror: SharedLock | None = None
+                     ) -> tuple[SharedLock | None, BuildFailures]:
     """The image's build lock, or None when another build published the image meanwhile;
-    the failure of the build this one waited for is raised as this one's."""
+    the failure of the build this one waited for is raised as this one's. ``mirror``: the
+    job's pin lock this build holds while it waits, which then says how far the pull it
+    waits for is (``by``: whose), for the job's other nodes waiting for the pin."""
     variant = opts.squash.variant()
     failures = BuildFailures(cache, digest, variant)
     lock = cache.lock(digest, variant)
     rep = opts.reporter
+
+    def relay(owner: dict[str, object] | None) -> None:
+        if mirror is not None and owner and "pulled" in owner:
+            seen = {k: v for k, v in owner.items() if k not in ("host", "pid", "since")}
+            seen.update(by=owner.get("host"), by_pid=owner.get("pid"))
+            mirror.status = lambda: seen
+        if rep.progress_every:
+            rep.waiting_progress(owner)
+
+    relaying = mirror is not None or rep.progress_every > 0
     if lock.acquire(done=lambda: cache.has(digest, variant) or failures.new() is not None,
-                    on_wait=rep.waiting,
-                    progress=rep.waiting_progress if rep.progress_every else None,
-                    every=rep.progress_every):
+                    on_wait=rep.waiting, progress=relay if relaying else None,
+                    every=rep.progress_every or 1.0):
         return lock, failures
     if cache.has(digest, variant):
         return None, failures

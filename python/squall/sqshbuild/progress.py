@@ -137,6 +137,9 @@ class ProgressLines(Reporter):
     def waiting_progress(self, owner: dict[str, object] | None) -> None:
         who = (f"{owner.get('host')} (pid {owner.get('pid')})" if owner
                else "another build")
+        if owner and owner.get("by"):
+            # the job's node that holds the pin waits for this pull (build.py relay)
+            who = f"{owner.get('by')} (pid {owner.get('by_pid')})"
         if not owner or "pulled" not in owner:
             self.say(f"waiting for {who}, which builds this image")
             return
