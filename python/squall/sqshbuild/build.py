@@ -409,8 +409,10 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
         if not isinstance(config, dict):
             raise SquallError(f"config {manifest.config.digest} of {client.name} is not a JSON "
                               "object: the image is broken; re-push it")
-        # Counted for the waiting builds, which read it in the lock file (progress.py).
-        count = PullCount(rep, src.canonical)
+        # Counted for the waiting builds, which read it in the lock file (progress.py);
+        # a build that prints its progress counts already.
+        count = rep if isinstance(rep, PullCount) else PullCount(rep, src.canonical)
+        count.ref = src.canonical
         lock.status = count.fields
         opts = replace(opts, reporter=count)
         rep = count

@@ -100,15 +100,14 @@ def describe(fields: dict[str, object], rate: float | None) -> str:
     return text + (f", {human(rate)}/s" if rate is not None else "")
 
 
-class ProgressLines(Reporter):
-    """One line every ``every`` seconds on stderr, whatever else the reporter it wraps
-    shows: while this build pulls or squashes (a thread), and while it waits for another's
-    (the lock's wait loop calls :meth:`waiting_progress`)."""
+class ProgressLines(PullCount):
+    """A count that also says itself: one line every ``every`` seconds on stderr, whatever
+    else the reporter it wraps shows, while this build pulls or squashes (a thread), and
+    while it waits for another's (the lock's wait loop calls :meth:`waiting_progress`)."""
 
     def __init__(self, inner: Reporter, every: float, ref: str) -> None:
-        self.inner = inner
+        super().__init__(inner, ref)
         self.progress_every = every
-        self.count = PullCount(Reporter(), ref)
         self.host = socket.gethostname()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -122,17 +121,11 @@ class ProgressLines(Reporter):
     def _tick(self) -> None:
         last = (time.monotonic(), 0)
         while not self._stop.wait(self.progress_every):
-            fields = self.count.fields()
-            now, pulled = time.monotonic(), self.count.pulled
+            fields = self.fields()
+            now, pulled = time.monotonic(), self.pulled
             rate = (pulled - last[1]) / (now - last[0]) if now > last[0] else None
             last = (now, pulled)
             self.say(f"{self.host} {describe(fields, rate)}")
-
-    def stage(self, text: str) -> None:
-        self.inner.stage(text)
-
-    def waiting(self, owner: dict[str, object] | None) -> None:
-        self.inner.waiting(owner)
 
     def waiting_progress(self, owner: dict[str, object] | None) -> None:
         who = (f"{owner.get('host')} (pid {owner.get('pid')})" if owner
@@ -152,27 +145,14 @@ class ProgressLines(Reporter):
         self.say(f"waiting for {who}, which {describe(owner, rate)}")
 
     def download_start(self, total: int) -> None:
-        self.count.download_start(total)
-        self.inner.download_start(total)
+        super().download_start(total)
         if self._thread is None:
             self._thread = threading.Thread(target=self._tick, daemon=True)
             self._thread.start()
 
-    def download_advance(self, n: int) -> None:
-        self.count.download_advance(n)
-        self.inner.download_advance(n)
-
-    def squash_start(self, layers: int) -> None:
-        self.count.squash_start(layers)
-        self.inner.squash_start(layers)
-
-    def squash_advance(self, n: int) -> None:
-        self.count.squash_advance(n)
-        self.inner.squash_advance(n)
-
     def done(self) -> None:
         self.close()
-        self.inner.done()
+        super().done()
 
     def close(self) -> None:
         self._stop.set()
