@@ -351,19 +351,14 @@ static void named_layer_path(char *buf, size_t len, const char *dir, const char 
 	snprintf(buf, len, "%s/layer-%s", dir, name);
 }
 
+/* Written as the plugin's other records are (temporary, then renamed): a reader never
+ * sees half a line, and a link planted at the name is replaced, never followed. */
 static int write_layer(const char *path, unsigned long long dev, unsigned long long ino)
 {
 	char line[64];
-	int fd, n, rc = -1;
 
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	n = snprintf(line, sizeof(line), "%llu %llu\n", dev, ino);
-	if (write(fd, line, (size_t)n) == n)
-		rc = 0;
-	close(fd);
-	return rc;
+	snprintf(line, sizeof(line), "%llu %llu\n", dev, ino);
+	return sq_write_record(path, line);
 }
 
 static int read_layer_file(const char *path, unsigned long long *dev, unsigned long long *ino)
