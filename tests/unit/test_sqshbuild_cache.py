@@ -105,6 +105,46 @@ def test_waiter_returns_when_the_holder_publishes(tmp_path):
     holder.release()
 
 
+def test_a_waiter_polls_less_often_and_reads_the_holders_file_once(tmp_path, monkeypatch):
+    """Issue 27: 1,000 nodes wait for one pull. Each poll was an O_EXCL create, two stats
+    and an open and read of the holder's file, every 0.3 s (about 20 file operations per
+    second per waiting node, at the metadata server); now the polls thin out to one every
+    POLL_MAX s, each one stat, the holder's file read once (it names the same holder for
+    as long as it exists)."""
+    from squall.sqshbuild import lock as lockmod
+
+    holder = SharedLock(tmp_path / "l")
+    assert holder.try_acquire()
+    calls = {"lstat": 0, "owner": 0, "create": 0}
+    real_lstat, real_owner, real_try = lockmod.safefs.lstat, SharedLock.owner, \
+        SharedLock.try_acquire
+
+    def lstat(path):
+        calls["lstat"] += 1
+        return real_lstat(path)
+
+    def owner(self):
+        calls["owner"] += 1
+        return real_owner(self)
+
+    def try_acquire(self):
+        calls["create"] += 1
+        return real_try(self)
+
+    monkeypatch.setattr(lockmod.safefs, "lstat", lstat)
+    monkeypatch.setattr(SharedLock, "owner", owner)
+    monkeypatch.setattr(SharedLock, "try_acquire", try_acquire)
+    threading.Timer(8.0, holder.release).start()
+    started = time.monotonic()
+    assert SharedLock(tmp_path / "l").acquire(timeout=20)
+    waited = time.monotonic() - started
+    assert 8.0 <= waited < 11, waited
+    polls = calls["create"]  # the waiter tries to create the lock once it is gone
+    # 0.3 s at first, then 1.5x, at most POLL_MAX: 10 polls in 8 s (was: 27)
+    assert calls["lstat"] <= 12, calls
+    assert calls["owner"] <= 1 and polls == 1, calls
+
+
 @pytest.fixture(autouse=True)
 def _no_builder(monkeypatch):
     monkeypatch.setenv("SQSHBUILD_BUILDER", "none")  # root alone writes these caches

@@ -274,7 +274,9 @@ def _resolve_pinned(src: Source, client: RegistryClient, caches: Caches, platfor
     resolves the tag (the job's one registry request) and pins it, the others wait for
     the pin and never ask the registry."""
     pin = JobPin(opts.job, src.canonical, platform)
-    caches_all = [*caches.read, caches.write]
+    # each cache once (root's write cache is also its read cache): every waiting node
+    # reads these on every poll
+    caches_all = list({c.root: c for c in (*caches.read, caches.write)}.values())
     digest = pin.read(caches_all)
     if digest is None:
         cache = caches.write

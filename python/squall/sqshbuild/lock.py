@@ -41,6 +41,12 @@ from squall.sqshbuild.trust import Trust, may_remove, who
 HEARTBEAT = 5.0
 STATUS_EVERY = 1.0  # how often a holder with a status (progress.py) rewrites it
 STALE_AFTER = 60.0
+# A waiter polls every POLL_FIRST s at first (a job's pin is resolved in a moment), then
+# less often, at most every POLL_MAX s: 1,000 nodes waiting for one pull then cost the file
+# system's metadata server about one stat per node per POLL_MAX s (bench/results/
+# lock-waiters.md), and each sees the lock go at most POLL_MAX s late.
+POLL_FIRST = 0.3
+POLL_MAX = 2.0
 # How far apart two nodes' clocks may be without a waiter breaking a live lock on its
 # mtime alone (an NTP-less node can be minutes off; an hour is no longer a skew).
 SKEW_BOUND = 3600.0
@@ -88,6 +94,9 @@ class SharedLock:
         self._since = 0.0
         self._seen: tuple[int, int, int, int] | None = None  # the file as last seen
         self._seen_at = 0.0  # when it last changed, by this process's clock
+        # Who holds it, read once per lock file (its host and pid never change): a poll
+        # is then one stat, not an open and a read of the holder's file as well.
+        self._holder: tuple[tuple[int, int], dict[str, object]] | None = None
 
     def try_acquire(self) -> bool:
         try:
@@ -151,15 +160,25 @@ class SharedLock:
         except (OSError, SquallError, safefs.Unsafe):
             return None
 
-    def untrusted(self) -> str:
+    def untrusted(self, st: os.stat_result | None = None) -> str:
         """Why the existing lock file does not count ('' when it does, or is absent)."""
-        st = safefs.lstat(self.path)
+        st = st or safefs.lstat(self.path)
         if st is None:
             return ""
         return self.trust.why_not_file(st)
 
-    def is_stale(self) -> bool:
-        st = safefs.lstat(self.path)
+    def _holder_of(self, st: os.stat_result) -> dict[str, object]:
+        """The holder's host and pid, read from the file once per lock file."""
+        key = (st.st_ino, st.st_uid)
+        if self._holder is None or self._holder[0] != key:
+            owner = self.owner() or {}
+            if owner.get("host") is None or owner.get("pid") is None:
+                return owner  # not written yet (created, then written): read it again
+            self._holder = (key, owner)
+        return self._holder[1]
+
+    def is_stale(self, st: os.stat_result | None = None) -> bool:
+        st = st or safefs.lstat(self.path)
         if st is None:
             return False
         now = time.monotonic()
@@ -168,7 +187,7 @@ class SharedLock:
             self._seen, self._seen_at = seen, now
         if now - self._seen_at > self.stale_after:
             return True  # unchanged for the bound by our own clock, whatever it says
-        owner = self.owner() or {}
+        owner = self._holder_of(st)
         if ((owner.get("host"), owner.get("pid")) in _GONE
                 and now - self._seen_at > 2 * self.heartbeat + 1):
             return True  # its holder's other lock was stale: it died
@@ -208,27 +227,30 @@ class SharedLock:
         return True
 
     def acquire(self, done: Callable[[], bool] | None = None, timeout: float = 6 * 3600,
-                poll: float = 0.3, on_wait: OwnerCallback | None = None,
+                poll: float = POLL_FIRST, on_wait: OwnerCallback | None = None,
                 progress: OwnerCallback | None = None, every: float = 5.0) -> bool:
         """Take the lock, or return False as soon as ``done()`` says the work was done by the
-        holder; waits up to ``timeout`` seconds. ``on_wait`` is told the holder once,
-        ``progress`` every ``every`` seconds of the wait (what the holder's file says)."""
+        holder; waits up to ``timeout`` seconds, polling every ``poll`` s at first, then
+        less often (POLL_MAX). ``on_wait`` is told the holder once, ``progress`` every
+        ``every`` seconds of the wait (what the holder's file says)."""
         deadline = time.monotonic() + timeout
-        told = False
+        first, told = poll, False
         next_progress = time.monotonic() + every
         while True:
             if done is not None and done():
                 return False
-            if self.try_acquire():
+            st = safefs.lstat(self.path)
+            if st is None and self.try_acquire():
                 return True
-            why = self.untrusted()
+            why = self.untrusted(st)
             if why:
                 log.warning("note: ignoring the lock %s: it %s (docs/security.md); building "
                             "without it", self.path, why)
                 self.unlocked = True
                 return True
-            if self.is_stale():
+            if self.is_stale(st):
                 if self._remove() or safefs.lstat(self.path) is None:
+                    poll = first
                     continue
                 st = safefs.lstat(self.path)
                 log.warning("note: the lock %s of %s is stale and not this user's to remove: "
@@ -248,7 +270,10 @@ class SharedLock:
                     f"timed out after {timeout:.0f} s waiting for {self.path} held by "
                     f"{owner.get('host')} pid {owner.get('pid')}: if that build is dead, "
                     "delete the lock file")
-            time.sleep(poll)
+            # a progress line on time, not up to a poll late
+            time.sleep(min(poll, max(0.0, next_progress - time.monotonic()))
+                       if progress is not None else poll)
+            poll = poll if poll >= POLL_MAX else min(poll * 1.5, POLL_MAX)
 
     def release(self) -> None:
         if not self.held:
