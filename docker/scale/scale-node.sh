@@ -26,9 +26,19 @@ for f in /etc/slurm /etc/hosts /etc/resolv.conf /var/log/slurm; do mount --bind 
 # per-client cache that hides another node's lock file).
 # Hundreds of clients starting at once on two CPUs: a client now and then fails to set up
 # ("No suitable I/O engine found", "failed to construct the graph"); it is tried again.
+# A node whose clock is off (SQUALL_SCALE_SKEW="s15=-12m s16=+12m", libfaketime's offsets):
+# its GlusterFS client stamps the times of what the node writes (features.ctime, as a Lustre
+# client stamps mtimes) from that clock. The node's daemons keep the host's clock (one
+# kernel; munge's credentials would expire): a test runs its builds there under the same
+# offset (faketime.sh).
+# mount(8) drops LD_PRELOAD: its helper is run directly.
+mount=(mount -t glusterfs)
+for s in ${SQUALL_SCALE_SKEW:-}; do
+  [ "${s%%=*}" = "$name" ] && mount=(/scale/faketime.sh "${s#*=}" /sbin/mount.glusterfs)
+done
 for try in 1 2 3 4 5 6; do
-  mount -t glusterfs -o attribute-timeout=0,entry-timeout=0,negative-timeout=0 \
-    "$server:/fsx" "$r/fsx" && break
+  "${mount[@]}" "$server:/fsx" "$r/fsx" \
+    -o attribute-timeout=0,entry-timeout=0,negative-timeout=0 && break
   [ "$try" -lt 6 ] || { echo "scale-node $name: /fsx not mounted after $try tries" >&2; exit 1; }
   sleep $((RANDOM % 3 + try))
 done

@@ -24,6 +24,7 @@ up() {
     --add-host "login:$subnet.10" --cap-add ALL --cap-drop SYS_RESOURCE --device /dev/fuse \
     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
     --tmpfs /run --tmpfs /tmp -e "SQUALL_SCALE_NODES=$nodes" \
+    -e "SQUALL_SCALE_SKEW=${SQUALL_SCALE_SKEW:-}" \
     -v "$top/docker/scale:/scale:ro" -v "$root:/sroot:ro" --entrypoint /bin/bash "$name-node:$release" \
     /scale/scale-init.sh >/dev/null
   deadline=$((SECONDS + 60 + nodes))

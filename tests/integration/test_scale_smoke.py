@@ -7,6 +7,7 @@ and bench/bench_scale.py go further; `make test` runs only this.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -25,12 +26,17 @@ ROOT = Path(__file__).resolve().parents[2]
 NODES = 16
 SCALE = "scale"
 CACHE = "/fsx/squall/images"
+# Two nodes whose clocks are 24 minutes apart, the others on time: their GlusterFS clients
+# stamp what they write with their own clock (docker/scale/scale-node.sh), and the builds
+# the tests run there see the same clock (libfaketime, as docker/scale/faketime.sh).
+SKEW = {"s15": "-12m", "s16": "+12m"}
 
 
 @pytest.fixture(scope="module")
 def scale(cluster: Cluster) -> Iterator[Cluster]:
+    skew = " ".join(f"{node}={off}" for node, off in SKEW.items())
     subprocess.run(["bash", str(ROOT / "docker/scale/scale.sh"), "up", str(NODES)],
-                   check=True, timeout=600)
+                   check=True, timeout=600, env={**os.environ, "SQUALL_SCALE_SKEW": skew})
     try:
         yield cluster
     finally:
@@ -58,6 +64,55 @@ def on_node(cluster: Cluster, node: str, cmd: str, **kw: object):
                        **kw)  # type: ignore[arg-type]
 
 
+def clock(node: str) -> str:
+    """The environment that gives a command run on node that node's clock: its wall clock
+    off, the times stat returns left as the file system has them (NO_FAKE_STAT:
+    libfaketime would shift them by the offset, and a waiter would see every lock as dated
+    by its own clock). Times given to utime pass as given; utime(NULL) and writes through
+    the kernel are dated by the host's clock (HOLD_SKEWED)."""
+    if node not in SKEW:
+        return ""
+    return (f"LD_PRELOAD=$(ls /usr/lib/*/faketime/libfaketime.so.1) FAKETIME={SKEW[node]} "
+            "FAKETIME_DONT_FAKE_MONOTONIC=1 NO_FAKE_STAT=1 ")
+
+
+# hold.py DIGEST SECONDS, as the builder on a node whose clock is off: holds the image's
+# lock as a live build does, beating every second with that node's time. (One kernel: a
+# node's utime(NULL) and truncate are dated by the host's clock, so the beat is dated
+# explicitly, as the node's kernel would.)
+HOLD_SKEWED = r'''
+import os, sys, time
+from pathlib import Path
+from squall.sqshbuild.cache.image_cache import open_shared
+
+lock = open_shared(Path("/fsx/squall/images")).lock(sys.argv[1])
+lock.heartbeat = 3600.0  # the beats below, not the host-dated ones
+assert lock.try_acquire(), "the image's lock is taken"
+print("held", flush=True)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    now = time.time()  # this node's clock (libfaketime)
+    os.utime(lock.path, (now, now))
+    time.sleep(1)
+lock.release()
+'''
+
+
+def test_the_skewed_nodes_write_times_from_their_own_clocks(scale: Cluster) -> None:
+    """The precondition of the skew tests: what s15 and s16 write carries their clocks."""
+    name = f"/fsx/skew-{uuid.uuid4().hex[:6]}"
+    ahead = behind = 0.0
+    for node, sign in (("s15", -1), ("s16", 1)):
+        out = on_node(scale, node, f"echo x > {name}.{node}; {clock(node)}date +%s; "
+                      f"stat -c %Y {name}.{node}").out.split()
+        real = time.time()
+        assert abs(int(out[0]) - int(out[1])) < 30, out  # the file's time is the node's
+        off = int(out[1]) - real
+        assert sign * off > 600, (node, off)
+        ahead, behind = (off, behind) if sign > 0 else (ahead, off)
+    assert ahead - behind > 1200
+
+
 def test_sixteen_nodes_start_a_new_tag_with_one_pull(scale: Cluster,
                                                      tools: str) -> None:  # noqa: F811
     repo = f"scale/smoke-{uuid.uuid4().hex[:6]}"
@@ -77,8 +132,9 @@ def test_sixteen_nodes_start_a_new_tag_with_one_pull(scale: Cluster,
 
 def test_a_builders_dead_node_is_taken_over_within_the_bound(scale: Cluster,
                                                              tools: str) -> None:  # noqa: F811
-    """The lock's holder on s1 dies (SIGKILL: no heartbeat, no release); s2 sees another
-    host's lock on GlusterFS, takes it over after 60 s of an unchanged file (lock.py
+    """The lock's holder on s16 dies (SIGKILL: no heartbeat, no release); s15, its clock
+    24 minutes behind s16's, sees another host's lock on GlusterFS, dated in its future,
+    and takes it over after 60 s of an unchanged file (lock.py
     STALE_AFTER) and builds; one image, no leftovers. The dead build's layer locks go two
     heartbeats later as a rule (about 73 s in all, here and in one CI run); one CI run took
     121 s, a layer lock waited its own full bound, cause not found: the bound asserted is
@@ -87,15 +143,18 @@ def test_a_builders_dead_node_is_taken_over_within_the_bound(scale: Cluster,
     digest = push(scale, tools, repo, "lock", big_mb=64)
     ref = f"login:5000/{repo}:v1"
     build = f"sqshbuild build --quiet --cache-dir {CACHE} {ref}"
-    on_node(scale, "s1", f"setsid {build} >/tmp/b.out 2>&1 < /dev/null &")
+    # The builder's node is 12 minutes ahead, the waiter's 12 behind: the dead build's lock
+    # looks 24 minutes in the future to the waiter, which still takes it over in its bound.
+    on_node(scale, "s16", f"{clock('s16')}setsid {build} >/tmp/b.out 2>&1 < /dev/null &")
     deadline = time.monotonic() + 60
     while not scale.run(f"ls {CACHE}/locks", node=SCALE, check=False).out.strip():
-        assert time.monotonic() < deadline, on_node(scale, "s1", "cat /tmp/b.out")
+        assert time.monotonic() < deadline, on_node(scale, "s16", "cat /tmp/b.out")
         time.sleep(0.1)
     # [s]: the pattern does not match the shell that runs pkill
-    on_node(scale, "s1", "pkill -KILL -f '[s]qshbuild build --quiet'")
+    on_node(scale, "s16", "pkill -KILL -f '[s]qshbuild build --quiet'")
     start = time.monotonic()
-    res = on_node(scale, "s2", build.replace("sqshbuild build --quiet", "sqshbuild -v build"),
+    res = on_node(scale, "s15", clock("s15") + build.replace("sqshbuild build --quiet",
+                                                             "sqshbuild -v build"),
                   timeout=300)
     took = time.monotonic() - start
     hexd = digest.split(":")[1]
@@ -106,3 +165,34 @@ def test_a_builders_dead_node_is_taken_over_within_the_bound(scale: Cluster,
     entries = scale.run(f"ls -a {CACHE} {CACHE}/locks", node=SCALE).out.split()
     assert not [e for e in entries if hexd in e and (".building" in e or e.endswith(".lock"))
                 ], entries
+
+
+def test_a_live_lock_of_a_node_whose_clock_is_behind_is_waited_for(scale: Cluster,
+                                                                   tools: str) -> None:  # noqa: F811
+    """s15 holds an image's lock as a build that goes on (beating every second, dated by
+    s15's clock, 12 minutes behind); s16, 12 minutes ahead, sees a lock whose
+    every change is 24 minutes old by its own clock. It waits for the holder, never takes
+    the lock over (a waiter judging by the wall clock would at once: two builds), then
+    builds once the holder lets go."""
+    repo = f"scale/skew-{uuid.uuid4().hex[:6]}"
+    digest = push(scale, tools, repo, "skew")
+    ref = f"login:5000/{repo}:v1"
+    on_node(scale, "s15", f"cat > /tmp/hold.py <<'EOF'\n{HOLD_SKEWED}\nEOF")
+    hold = 25
+    on_node(scale, "s15", f"setsid runuser -u squall-builder -- env {clock('s15')}python3 "
+            f"/tmp/hold.py {digest} {hold} > /tmp/hold.out 2>&1 < /dev/null &")
+    deadline = time.monotonic() + 30
+    while "held" not in on_node(scale, "s15", "cat /tmp/hold.out", check=False).out:
+        assert time.monotonic() < deadline, on_node(scale, "s15", "cat /tmp/hold.out")
+        time.sleep(0.2)
+    held = time.monotonic()
+    time.sleep(2)  # a beat: the lock's time is s15's
+    seen = on_node(scale, "s16", f"{clock('s16')}bash -c 'date +%s; stat -c %Y "
+                   f"{CACHE}/locks/*{digest.split(':')[1]}*.lock'").out.split()
+    assert int(seen[0]) - int(seen[1]) > 20 * 60, (seen, time.time())  # 24 minutes old
+    res = on_node(scale, "s16", f"{clock('s16')}sqshbuild -v build --cache-dir {CACHE} {ref}",
+                  timeout=300)
+    took = time.monotonic() - held
+    assert res.out.strip().splitlines()[-1].endswith(f"sha256-{digest.split(':')[1]}.sqsh"), res
+    assert "took over" not in res.err, res
+    assert took >= hold - 1, (took, res.err)  # it waited for the holder to let go
