@@ -4,19 +4,23 @@ image per job"), on the mini cluster with the login node's registry.
 Before the job pin, every node resolved the tag for every step (a 3-node job of 2 steps
 made 6 manifest requests) and a tag pushed between two steps of a job gave its later step
 the new image. Now the first step's resolution is pinned for the job (cluster, user, job
-id): later steps, other nodes and a requeue of the job run that digest and ask nothing.
+id): later steps, other nodes, a failover's relaunch on a spare and a requeue of the job run
+that digest and ask nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 import uuid
 
 import pytest
+import yaml
 
 from .cluster import Cluster
+from .test_mksbatch_cluster import Site, job_log, pylib, site, wait_for  # noqa: F401
 from .test_registry_mirror_cluster import manifest_gets
 from .test_sqshbuild_cluster import REGISTRY, log_mark, tools  # noqa: F401  (fixture)
 
@@ -98,3 +102,38 @@ def test_a_requeued_job_runs_the_digest_it_pinned(cluster: Cluster,
         assert wait_lines(cluster, out, 4) == ["first"] * 4, info
     finally:
         cluster.run(f"scancel {jobid}", user="root", check=False)
+
+
+def test_a_failover_relaunch_runs_the_digest_the_job_pinned(
+        cluster: Cluster, site: Site, tools: str) -> None:  # noqa: F811
+    """A node dies after the tag moved: the relaunch on the spare (a new step of the same
+    job, on a node that never ran the job's first step) runs the job's digest."""
+    repo = f"pin/failover-{uuid.uuid4().hex[:6]}"
+    old = push_marked(cluster, tools, repo, "before")
+    ref = f"{REGISTRY}/{repo}:v1"
+    b = site.base
+    recipe = {"name": "pinfail", "nodes": 2, "spares": 1, "time": "00:10:00",
+              "log_dir": f"{b}/logs", "launcher": "srun",
+              "command": ["sh", "-c", f"cat /etc/mark >> {b}/marks; exec sleep 600"],
+              "container": {"image": ref, "mounts": ["/fsx:/fsx"], "efa": "off"},
+              "failover": {"detect_seconds": 10}}
+    cluster.put(f"{b}/job.yaml", yaml.safe_dump(recipe, sort_keys=False))
+    job_id = int(site.mksbatch("job.yaml --submit").out.strip())
+    victim = ""
+    try:
+        assert wait_lines(cluster, f"{b}/marks", 2) == ["before"] * 2, job_log(site, job_id)
+        assert push_marked(cluster, tools, repo, "after") != old
+        m = re.search(r"failover: running on (\S+); spares: (\S+);", job_log(site, job_id))
+        assert m, job_log(site, job_id)
+        victim = m.group(1).split(",")[1]
+        cluster.kill_node(victim)
+        wait_for(lambda: "attempt 1 on" in job_log(site, job_id), 90, "a relaunch")
+        marks = wait_lines(cluster, f"{b}/marks", 4)
+        assert marks == ["before"] * 4, (marks, job_log(site, job_id))
+        log = job_log(site, job_id)
+        assert re.search(rf"attempt 1 on \S*{m.group(2)}", log), log  # on the spare
+    finally:
+        cluster.run(f"scancel {job_id}", user="root", check=False)
+        if victim:
+            cluster.bring_back(victim)
+            cluster.wait_rejoined(victim)

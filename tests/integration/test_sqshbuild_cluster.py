@@ -43,7 +43,7 @@ def add(path):
     files[named.lstrip("/")] = data
     return real
 bins = []
-for b in ("sh", "env", "cat", "pwd", "echo", "printenv", "ls", "true"):
+for b in ("sh", "env", "cat", "pwd", "echo", "printenv", "ls", "true", "sleep"):
     p = subprocess.run(["sh", "-c", f"command -v {b}"], capture_output=True, text=True).stdout
     if p.strip().startswith("/"):
         bins.append(add(p.strip()))
