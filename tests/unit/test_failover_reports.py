@@ -41,3 +41,21 @@ def test_srun_s_dead_task_line_is_a_report(capsys) -> None:  # type: ignore[no-u
     mpi = Reports(Path("/nonexistent"))
     mpi.forward(io.BytesIO(b"PRTE has lost communication with a remote daemon.\n"))
     assert mpi.task_died.is_set()
+
+
+def test_srun_s_failure_to_start_the_step_is_not_a_dead_task(capsys) -> None:  # type: ignore[no-untyped-def]
+    """On the scale cluster, slurmctld busy with a dead node: the relaunch's srun failed
+    before starting any task. That is Slurm's failure, not the program's (below)."""
+    r = Reports(Path("/nonexistent"))
+    r.forward(io.BytesIO(b"srun: error: Unable to confirm allocation for job 1: Socket timed "
+                         b"out on send/recv operation\nsrun: Check SLURM_JOB_ID environment "
+                         b"variable. Expired or invalid job 1\n"))
+    assert not r.task_died.is_set()
+    assert r.launch_error.startswith("srun: error: Unable to confirm allocation for job 1")
+    other = Reports(Path("/nonexistent"))
+    other.forward(io.BytesIO(b"srun: error: Unable to create step for job 7: Job/step already "
+                             b"completing or completed\n"))
+    assert other.launch_error
+    fine = Reports(Path("/nonexistent"))
+    fine.forward(io.BytesIO(b"srun: error: node2: task 1: Exited with exit code 3\n"))
+    assert fine.launch_error == ""

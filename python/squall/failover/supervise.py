@@ -40,6 +40,14 @@ TASK_DIED = re.compile(r"srun: error: \S+: tasks? [\d,-]+: (Exited with exit cod
                        r"remote daemon|noticed that process rank \d+ .* exited on signal")
 
 
+# srun's own failure to start a step, before any task ran: Slurm's, not the program's
+# (slurmctld too busy to answer within MessageTimeout after a node died, on the scale
+# cluster). Tried again LAUNCH_TRIES times, LAUNCH_RETRY_S, then twice that, ... apart.
+LAUNCH_FAILED = re.compile(r"srun: error: Unable to (confirm allocation|create step) for job")
+LAUNCH_TRIES = 3
+LAUNCH_RETRY_S = 2.0
+
+
 def say(text: str) -> None:
     """One line in the job log (the batch script's stdout), as the script's own lines."""
     print(f"squall: failover: {text}", flush=True)
@@ -62,6 +70,7 @@ class Reports:
         self.path = path
         self.offset = 0
         self.task_died = threading.Event()
+        self.launch_error = ""  # srun's line when it could not start the step
 
     def new(self) -> list[str]:
         try:
@@ -83,6 +92,8 @@ class Reports:
             sys.stderr.flush()
             if TASK_DIED.search(line):
                 self.task_died.set()
+            elif not self.launch_error and LAUNCH_FAILED.search(line):
+                self.launch_error = line.strip()
 
 
 class Supervisor:
@@ -103,6 +114,7 @@ class Supervisor:
         self.watch = Watcher(self.dir)
         self.agent: subprocess.Popen[bytes] | None = None
         self.reaping: list[subprocess.Popen[bytes]] = []  # scancels still talking
+        self.launch_error = ""  # the last attempt's, when srun could not start it
 
     @property
     def plan(self) -> Plan:
@@ -165,6 +177,7 @@ class Supervisor:
         try:
             return self._watch(main, reports)
         finally:
+            self.launch_error = reports.launch_error
             if main.poll() is None:
                 t = time.monotonic()
                 main.kill()
@@ -240,14 +253,27 @@ class Supervisor:
             (f", no progress for {s.hang_seconds:.0f} s is a hang" if s.hang_seconds else ""))
         self.start_agent()
         self.warm_spares()
+        tries = 0
         try:
             while True:
                 resume = newest(s.checkpoint)
-                if self.attempt:
+                if self.attempt and not tries:
                     say(f"attempt {self.attempt} on {','.join(self.nodes())} from "
                         f"{resume or 'the beginning'}")
                 verdict = self.run_attempt(resume)
                 at = time.monotonic()
+                if verdict.how == "exit" and verdict.rc != 0 and self.launch_error:
+                    if tries < LAUNCH_TRIES:
+                        tries += 1
+                        wait = LAUNCH_RETRY_S * 2 ** (tries - 1)
+                        say(f"attempt {self.attempt}: srun could not start the step "
+                            f"({self.launch_error[:160]}); trying again in {wait:.0f} s "
+                            f"({tries} of {LAUNCH_TRIES})")
+                        time.sleep(wait)
+                        continue
+                    say(f"attempt {self.attempt}: srun could not start the step; gave up "
+                        f"after {tries} more tries")
+                tries = 0
                 if verdict.how != "exit":
                     self.report(verdict)
                 decision = after(self.course, verdict, newest(s.checkpoint), self.settings)
