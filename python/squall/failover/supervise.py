@@ -33,6 +33,7 @@ from squall.slurm.base import SlurmClientError
 from squall.slurm.control import SlurmControl, reap
 
 POLL = 0.25
+HEARTBEAT_POLL = 1.0  # the heartbeat files are looked at once a second (they change so)
 # the launcher saw a task or a node die: srun's line for a task that ended badly, Open
 # MPI's (5: PRTE, 4: ORTE) for a lost daemon or a rank killed (prterun then exits 0)
 TASK_DIED = re.compile(r"srun: error: \S+: tasks? [\d,-]+: (Exited with exit code|Killed|"
@@ -111,7 +112,7 @@ class Supervisor:
         self.course = Course(Plan.initial(allocation, spec.nodes, batch_host))
         self.dir = Path(spec.heartbeat_dir or f"/tmp/squall-failover-{job}")
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.watch = Watcher(self.dir)
+        self.watch = Watcher(self.dir, every=HEARTBEAT_POLL, read_nodes=spec.hang_seconds > 0)
         self.agent: subprocess.Popen[bytes] | None = None
         self.reaping: list[subprocess.Popen[bytes]] = []  # scancels still talking
         self.launch_error = ""  # the last attempt's, when srun could not start it
