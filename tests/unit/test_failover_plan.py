@@ -228,3 +228,30 @@ def test_steps_lost_from_the_reported_count_and_the_checkpoint_name(tmp_path):
     assert steps_lost(7, None) == 7          # no checkpoint: all of it
     assert steps_lost(None, "/fsx/ck/ckpt-20") is None
     assert steps_lost(3, "/fsx/ck/latest") is None  # a name without the step
+
+
+def test_the_agent_rewrites_its_file_in_place(tmp_path):
+    """One open of one path a beat (no temporary file and rename: seven path lookups on
+    /fsx), a fixed width so that no byte of an earlier beat is left."""
+    import subprocess
+
+    from squall.failover.heartbeat import AGENT
+
+    env = {**os.environ, "SLURMD_NODENAME": "n1"}
+    agent = subprocess.Popen(["sh", "-c", AGENT, str(tmp_path)], env=env)
+    try:
+        path = tmp_path / "node.n1"
+        deadline = time.monotonic() + 5
+        while not path.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        first = os.stat(path)
+        time.sleep(2.2)
+        data = path.read_text()
+        assert os.stat(path).st_ino == first.st_ino and os.stat(path).st_size == first.st_size
+        count, stopped = data.split()
+        assert int(count) >= 2 and int(stopped) == 0 and data.endswith("\n"), data
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["node.n1"]
+    finally:
+        agent.kill()
+        agent.wait()
