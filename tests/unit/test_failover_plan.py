@@ -238,7 +238,7 @@ def test_the_agent_rewrites_its_file_in_place(tmp_path):
     from squall.failover.heartbeat import AGENT
 
     env = {**os.environ, "SLURMD_NODENAME": "n1"}
-    agent = subprocess.Popen(["sh", "-c", AGENT, str(tmp_path)], env=env)
+    agent = subprocess.Popen(["sh", "-c", AGENT, str(tmp_path), "stopped"], env=env)
     try:
         path = tmp_path / "node.n1"
         deadline = time.monotonic() + 5
@@ -255,3 +255,34 @@ def test_the_agent_rewrites_its_file_in_place(tmp_path):
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_the_agent_counts_stopped_tasks_only_when_hangs_are_watched(tmp_path):
+    """Counting means a look at every process of the node each beat: a stopped task of
+    the step is counted with the flag, and without it nothing is looked at."""
+    import signal
+    import subprocess
+
+    from squall.failover.heartbeat import AGENT, agent_argv
+
+    assert agent_argv("/d", ["n1"], "hb")[-1] == "stopped"
+    assert agent_argv("/d", ["n1"], "hb", count_stopped=False)[-1] == ""
+    task = subprocess.Popen(["sleep", "60"], env={**os.environ,
+                                                  "SQUALL_FAILOVER_ATTEMPT": "0"})
+    task.send_signal(signal.SIGSTOP)
+    agents = []
+    try:
+        for flag in ("stopped", ""):
+            d = tmp_path / (flag or "none")
+            d.mkdir()
+            agents.append(subprocess.Popen(["sh", "-c", AGENT, str(d), flag],
+                                           env={**os.environ, "SLURMD_NODENAME": "n1"}))
+        time.sleep(1.5)
+        assert int((tmp_path / "stopped" / "node.n1").read_text().split()[1]) >= 1
+        assert int((tmp_path / "none" / "node.n1").read_text().split()[1]) == 0
+    finally:
+        for a in agents:
+            a.kill()
+            a.wait()
+        task.kill()
+        task.wait()

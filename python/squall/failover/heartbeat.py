@@ -21,8 +21,10 @@ AGENT = (
     'trap "" USR1 USR2 TERM INT HUP; n=0; f="$0/node.$SLURMD_NODENAME"; '
     'while :; do n=$((n + 1)); s=0; '
     # stopped tasks of the step (they carry SQUALL_FAILOVER_ATTEMPT): not the plugin's
-    # own stopped holders, nor anything else of the user's
-    'for p in /proc/[0-9]*; do [ -O "$p" ] || continue; '
+    # own stopped holders, nor anything else of the user's. Only when hangs are watched
+    # ($1): a look at every process of the node each second is not free (on the scale
+    # cluster, whose nodes share one /proc, 65 agents took the two CPUs from slurmctld).
+    '[ -n "$1" ] && for p in /proc/[0-9]*; do [ -O "$p" ] || continue; '
     # 2>/dev/null first: a process gone since the glob is no line in the job's log
     'read -r _ _ st _ 2>/dev/null < "$p/stat" || continue; [ "$st" = T ] || continue; '
     'tr "\\0" "\\n" 2>/dev/null < "$p/environ" | grep -q "^SQUALL_FAILOVER_ATTEMPT=" '
@@ -33,11 +35,14 @@ AGENT = (
 )
 
 
-def agent_argv(directory: str, nodes: list[str], name: str) -> list[str]:
-    """The srun command line of the heartbeat agents on ``nodes`` (one task a node)."""
+def agent_argv(directory: str, nodes: list[str], name: str,
+               count_stopped: bool = True) -> list[str]:
+    """The srun command line of the heartbeat agents on ``nodes`` (one task a node);
+    ``count_stopped``: each beat also counts the step's stopped tasks (hang detection)."""
     return ["srun", "--overlap", f"--job-name={name}", f"--nodes={len(nodes)}",
             f"--ntasks={len(nodes)}", "--ntasks-per-node=1", f"--nodelist={','.join(nodes)}",
-            "--kill-on-bad-exit=0", "--quiet", "sh", "-c", AGENT, directory]
+            "--kill-on-bad-exit=0", "--quiet", "sh", "-c", AGENT, directory,
+            "stopped" if count_stopped else ""]
 
 
 @dataclass

@@ -132,7 +132,8 @@ class Supervisor:
     # -- the steps ------------------------------------------------------------------------
     def start_agent(self) -> None:
         nodes = [*self.plan.active, *self.plan.spares]
-        argv = agent_argv(str(self.dir), nodes, f"squall-heartbeat-{self.attempt}")
+        argv = agent_argv(str(self.dir), nodes, f"squall-heartbeat-{self.attempt}",
+                          count_stopped=self.spec.hang_seconds > 0)
         argv.insert(1, "--no-kill")
         self.agent = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
 
