@@ -69,7 +69,8 @@ def kill_node(cluster: Cluster, node: str) -> None:
     GlusterFS client."""
     cluster.run(f"ns=$(readlink /proc/$(pgrep -f 'slurmd -D -N {node}$' | head -1)/ns/mnt); "
                 "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/mnt 2>/dev/null)\" = \"$ns\" ] "
-                "&& echo ${p#/proc/}; done | xargs -r kill -KILL", node=SCALE, user="root")
+                "&& echo ${p#/proc/}; done | xargs -r kill -KILL 2>/dev/null; true", node=SCALE,
+                user="root")  # a process may end by itself meanwhile
 
 
 def one_n(cluster: Cluster, n: int, window: float) -> dict[str, object]:
@@ -162,7 +163,34 @@ def write(results: list[dict[str, object]], meta: dict[str, object]) -> None:
                      f" | {growth(xs, ns)} |")
     lines.append("| detected by | " + " | ".join(str(r["detected_by"]) for r in results)
                  + " | |")
-    (RESULTS / "failover-scale.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / "failover-scale.md").write_text("\n".join(lines) + "\n" + NOTES)
+
+
+NOTES = """
+## How to read it
+
+- **Before this round** (the same bench, 94da3e6, N=16): about 3,400 operations a second,
+  200 per node: the supervisor opened, read and stat'ed every node's file every 0.25 s and
+  each agent wrote a temporary file and renamed it (seven path operations a beat). At
+  N=64 no step could start: the 65 agents, each looking at every process of the node
+  every second (on this cluster the nodes share one /proc), took the two CPUs from
+  slurmctld ("step creation temporarily disabled ... Socket timed out"), and one relaunch
+  whose srun could not reach slurmctld ended the job. Now: one open a beat per node, one
+  stat per node a second by the supervisor, the process count only when hangs are
+  watched, and a relaunch srun could not start is tried again.
+- **Per node about 29 operations a second**, constant in N (linear in all). Most are path
+  lookups: this GlusterFS has no client metadata cache (as a Lustre client asks its MDS),
+  so each path's seven components are looked up at each open or stat; the operations
+  themselves are one OPEN, WRITE, FLUSH, RELEASE a beat and one STAT by the supervisor.
+  At 1,000 nodes: about 1,000 small writes and 1,000 stats a second at the metadata
+  server, which a Lustre MDS serves; the supervisor's CPU grows linearly, 1.6 % of one
+  core at 128.
+- **No false detection** at any N, with 128 nodes on two CPUs.
+- **Kill to relaunch** is the 10 s of `detect_seconds` (the bench's program is `sleep`: it
+  reports no lost peer, which a training program does in about a second, docs/failover.md)
+  plus the kill of the old step; **to every rank running** adds the new step's start,
+  which on two CPUs grows with N as any srun does (bench/results/scale.md, bare srun).
+"""
 
 
 def main() -> None:
