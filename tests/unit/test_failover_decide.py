@@ -42,6 +42,21 @@ def test_the_supervisor_s_own_stall_is_no_node_s_death() -> None:
     assert judge(PLAN, look, S).how == "running"
 
 
+def test_every_heartbeat_silent_at_once_is_a_stall_not_every_node_lost() -> None:
+    """Issue 27, 257 nodes on two CPUs: every heartbeat was 11.5 s old at once, and the
+    supervisor declared every node lost (and the spare). A shared file system that stalls
+    (a Lustre MDS recovering takes minutes) does the same. No node beat for half of
+    detect_seconds: nothing is judged from silence until one beats again, except a node
+    Slurm counts as down."""
+    all_silent = {"n1": 11.5, "n2": 11.5, "n3": 11.5}
+    v = judge(PLAN, Look(all_silent), S)
+    assert v.how == "running" and v.spares_lost == () and v.stalled == 11.5, v
+    v = judge(PLAN, Look(all_silent, down=frozenset({"n3"})), S)
+    assert (v.how, v.nodes) == ("lost", ("n3",)), v
+    assert judge(PLAN, Look({"n1": 4.0, "n2": 4.0, "n3": 10.5}), S).nodes == ("n3",)
+    assert judge(PLAN, Look(fresh(n3=10.5)), S).stalled == 0.0
+
+
 def test_slurm_s_down_confirms_a_report() -> None:
     v = judge(PLAN, Look(fresh(), reports=frozenset({"n2"}), down=frozenset({"n2"})), S)
     assert v.nodes == ("n2",)

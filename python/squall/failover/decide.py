@@ -10,7 +10,10 @@ A node is **lost** when:
   ``confirm_seconds`` (two beats of the agent, which writes every second) while another
   node's is fresh, or Slurm says it is DOWN / NOT_RESPONDING; a report about a node that
   goes on beating is not acted on (a slow rank is not a dead node);
-- or its heartbeat has been silent ``detect_seconds`` with no report at all.
+- or its heartbeat has been silent ``detect_seconds`` with no report at all, while some
+  node beat within half of that: when no heartbeat changed for so long, the supervisor,
+  its node or the shared file system stalled (a Lustre MDS recovering), not every node
+  died at once, and only a node Slurm counts as down is lost until one beats again.
 
 The job is **hung** when no rank reported progress for ``hang_seconds``; the nodes whose
 tasks are stopped then count as lost. After an attempt: **relaunch** on the spares, or
@@ -66,6 +69,7 @@ class Verdict:
     spares_lost: tuple[str, ...] = ()
     confirm: tuple[str, ...] = ()  # suspects whose Slurm state is worth asking for
     silent: float = 0.0          # how long the lost nodes (or the progress) were silent
+    stalled: float = 0.0         # every heartbeat silent this long: a stall, no verdict
 
 
 def suspects(plan: Plan, look: Look) -> tuple[str, ...]:
@@ -88,15 +92,25 @@ def confirmed(node: str, look: Look, s: Settings) -> bool:
     return any(t < s.confirm_seconds for n, t in look.silent.items() if n != node)
 
 
+def stall(look: Look, s: Settings) -> float:
+    """How long every heartbeat has been silent, when no node beat within half of
+    detect_seconds (0.0 otherwise)."""
+    quietest = min(look.silent.values(), default=0.0)
+    return quietest if quietest >= s.detect_seconds / 2 else 0.0
+
+
 def judge(plan: Plan, look: Look, s: Settings) -> Verdict:
-    gone = tuple(n for n in plan.spares if look.silent.get(n, 0.0) > s.detect_seconds)
+    stalled = stall(look, s)
+    gone = () if stalled else tuple(
+        n for n in plan.spares if look.silent.get(n, 0.0) > s.detect_seconds)
     heard = suspects(plan, look)
     lost = tuple(n for n in heard if confirmed(n, look, s))
     if lost:
         quiet = max(look.silent.get(n, 0.0) for n in lost)
         return Verdict("lost", lost, spares_lost=gone, silent=quiet,
                        why=f"reported by the step; no heartbeat for {quiet:.1f} s")
-    silent = tuple(n for n in plan.active if look.silent.get(n, 0.0) > s.detect_seconds)
+    silent = tuple(n for n in plan.active if look.silent.get(n, 0.0) > s.detect_seconds
+                   and (not stalled or n in look.down))
     if silent:
         quiet = max(look.silent[n] for n in silent)
         return Verdict("lost", silent, spares_lost=gone, silent=quiet,
@@ -112,7 +126,7 @@ def judge(plan: Plan, look: Look, s: Settings) -> Verdict:
         return Verdict("exit", rc=0, spares_lost=gone)
     if look.exited is not None and look.exited_for > s.settle_seconds:
         return Verdict("exit", rc=look.exited, spares_lost=gone)
-    return Verdict("running", spares_lost=gone,
+    return Verdict("running", spares_lost=gone, stalled=stalled,
                    confirm=tuple(n for n in heard if n not in look.down))
 
 

@@ -210,6 +210,7 @@ class Supervisor:
         down: frozenset[str] = frozenset()
         exited_at: float | None = None
         asked = 0.0
+        stalled = False
         while True:
             time.sleep(POLL)
             if exited_at is None and main.poll() is not None:
@@ -222,6 +223,11 @@ class Supervisor:
             if self.agent is not None and self.agent.poll() is not None:
                 self.start_agent()  # it ended (a node of it lost): again on the others
             verdict = judge(self.plan, look, self.settings)
+            if verdict.stalled and not stalled:
+                say(f"every heartbeat silent for {verdict.stalled:.0f} s: this node or the "
+                    "shared file system stalls; no node is judged lost by its silence "
+                    "until one beats again (or Slurm counts it down)")
+            stalled = verdict.stalled > 0
             if verdict.spares_lost:
                 say(f"spare {','.join(verdict.spares_lost)} lost (no heartbeat for "
                     f"{self.spec.detect_seconds:.0f} s): it will not be used")
