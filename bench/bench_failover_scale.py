@@ -16,7 +16,7 @@ measured is the failover's own cost, not N container starts on two CPUs). Measur
 
 Results: bench/results/failover-scale.md (and failover-scale.json).
 
-    python bench/bench_failover_scale.py [--nodes 16,64,128] [--window 20]
+    python bench/bench_failover_scale.py [--nodes 16,64,128] [--window 20] [--merge]
 """
 
 from __future__ import annotations
@@ -197,6 +197,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="16,64,128")
     ap.add_argument("--window", type=float, default=20)
+    ap.add_argument("--merge", action="store_true", help="keep the results file's other N")
     args = ap.parse_args()
     cluster = Cluster(ROOT / ".cluster" / "fsx")
     results = []
@@ -207,6 +208,11 @@ def main() -> None:
                           capture_output=True, text=True).stdout.strip()
     meta = {"when": time.strftime("%Y-%m-%d"), "window_s": args.window, "code": code,
             "machine": f"{platform.node()}, {os.cpu_count()} CPUs"}
+    if args.merge and (RESULTS / "failover-scale.json").exists():
+        earlier = json.loads((RESULTS / "failover-scale.json").read_text())["results"]
+        ns = {r["nodes"] for r in results}
+        results = sorted([*[r for r in earlier if r["nodes"] not in ns], *results],
+                         key=lambda r: int(r["nodes"]))  # type: ignore[call-overload]
     write(results, meta)
 
 

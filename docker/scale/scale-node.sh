@@ -40,6 +40,9 @@ for try in 1 2 3 4 5 6; do
   "${mount[@]}" "$server:/fsx" "$r/fsx" \
     -o attribute-timeout=0,entry-timeout=0,negative-timeout=0 && break
   [ "$try" -lt 6 ] || { echo "scale-node $name: /fsx not mounted after $try tries" >&2; exit 1; }
+  # a client that failed may leave its mount point dead ("Transport endpoint is not
+  # connected"), which the next try takes for a missing directory
+  umount -l "$r/fsx" 2>/dev/null || true
   sleep $((RANDOM % 3 + try))
 done
 cd "$r"
