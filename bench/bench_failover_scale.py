@@ -183,9 +183,11 @@ NOTES = """
   so each path's seven components are looked up at each open or stat; the operations
   themselves are one OPEN, WRITE, FLUSH, RELEASE a beat and one STAT by the supervisor.
   At 1,000 nodes: about 1,000 small writes and 1,000 stats a second at the metadata
-  server, which a Lustre MDS serves; the supervisor's CPU grows linearly, 1.6 % of one
-  core at 128.
-- **No false detection** at any N, with 128 nodes on two CPUs.
+  server, which a Lustre MDS serves; the supervisor's CPU grows linearly, 2 % of one
+  core at 256.
+- **No false detection** at any N, with 256 nodes on two CPUs. (A first run at 256, before
+  the stall rule in docs/failover.md, declared every node lost when all heartbeats went
+  silent together for 11.5 s on the overloaded machine.)
 - **Kill to relaunch** is the 10 s of `detect_seconds` (the bench's program is `sleep`: it
   reports no lost peer, which a training program does in about a second, docs/failover.md)
   plus the kill of the old step; **to every rank running** adds the new step's start,

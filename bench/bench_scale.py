@@ -176,7 +176,7 @@ NOTES = """
   (which saturated the server at 64 nodes); the wake-up is at most 2 s after the holder
   lets go.
 - **Failover at N** (bench/bench_failover_scale.py, results in failover-scale.md): the
-  heartbeats' load on /fsx and the supervisor's CPU at N = 16, 64, 128, no false
+  heartbeats' load on /fsx and the supervisor's CPU at N = 16, 64, 128, 256, no false
   detection, and kill to every rank running again.
 """
 
