@@ -35,21 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_failover import wait  # noqa: E402
 from bench.bench_lock_waiters import profile  # noqa: E402
 from bench.bench_scale import SCALE, growth, sh  # noqa: E402
 from tests.integration.cluster import Cluster  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 HOME = "/fsx/home/squall"
-
-
-def wait(pred, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench_failover_scale: timed out after {timeout:.0f} s "
-                             f"waiting for {what}")
-        time.sleep(0.2)
 
 
 def scale_sh(cluster: Cluster, cmd: str, **kw: object) -> str:

@@ -35,9 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_scale import SCALE, TOOLS, push, sh  # noqa: E402
+from bench.bench_scale import SCALE, push, sh, with_push_tools  # noqa: E402
 from tests.integration.cluster import Cluster  # noqa: E402
-from tests.integration.test_sqshbuild_cluster import HOLD, PUSH  # noqa: E402
+from tests.integration.test_sqshbuild_cluster import HOLD  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 CACHE = "/fsx/squall/images"
@@ -168,9 +168,7 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, help="an earlier run's lock-waiters.json, shown "
                     "beside this one (run on the same machine just before)")
     args = ap.parse_args()
-    cluster = Cluster(ROOT / ".cluster" / "fsx")
-    cluster.put(f"{TOOLS}/imagekit.py", (ROOT / "tests/registry/imagekit.py").read_text())
-    cluster.put(f"{TOOLS}/push.py", PUSH)
+    cluster = with_push_tools()
     results = []
     for n in [int(x) for x in args.nodes.split(",")]:
         results.append(one_n(cluster, n, args.hold, args.window))

@@ -214,15 +214,21 @@ def write(results: list[dict[str, object]], meta: dict[str, object]) -> None:
     (RESULTS / "scale.md").write_text("\n".join(lines) + "\n" + NOTES)
 
 
+def with_push_tools() -> Cluster:
+    """The mini cluster, with the test images' pusher on its /fsx (push())."""
+    cluster = Cluster(ROOT / ".cluster" / "fsx")
+    cluster.put(f"{TOOLS}/imagekit.py", (ROOT / "tests/registry/imagekit.py").read_text())
+    cluster.put(f"{TOOLS}/push.py", PUSH)
+    return cluster
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="16,32,64,128")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--image-mb", type=int, default=64)
     args = ap.parse_args()
-    cluster = Cluster(ROOT / ".cluster" / "fsx")
-    cluster.put(f"{TOOLS}/imagekit.py", (ROOT / "tests/registry/imagekit.py").read_text())
-    cluster.put(f"{TOOLS}/push.py", PUSH)
+    cluster = with_push_tools()
     results = []
     for n in [int(x) for x in args.nodes.split(",")]:
         results.append(one_n(cluster, n, args.runs, args.image_mb))
