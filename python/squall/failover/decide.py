@@ -99,18 +99,23 @@ def stall(look: Look, s: Settings) -> float:
     return quietest if quietest >= s.detect_seconds / 2 else 0.0
 
 
+def silent_for(nodes: tuple[str, ...], look: Look, s: Settings,
+               stalled: float) -> tuple[str, ...]:
+    """The nodes silent past detect_seconds; in a stall, only those Slurm counts down."""
+    return tuple(n for n in nodes if look.silent.get(n, 0.0) > s.detect_seconds
+                 and (not stalled or n in look.down))
+
+
 def judge(plan: Plan, look: Look, s: Settings) -> Verdict:
     stalled = stall(look, s)
-    gone = () if stalled else tuple(
-        n for n in plan.spares if look.silent.get(n, 0.0) > s.detect_seconds)
+    gone = silent_for(plan.spares, look, s, stalled)
     heard = suspects(plan, look)
     lost = tuple(n for n in heard if confirmed(n, look, s))
     if lost:
         quiet = max(look.silent.get(n, 0.0) for n in lost)
         return Verdict("lost", lost, spares_lost=gone, silent=quiet,
                        why=f"reported by the step; no heartbeat for {quiet:.1f} s")
-    silent = tuple(n for n in plan.active if look.silent.get(n, 0.0) > s.detect_seconds
-                   and (not stalled or n in look.down))
+    silent = silent_for(plan.active, look, s, stalled)
     if silent:
         quiet = max(look.silent[n] for n in silent)
         return Verdict("lost", silent, spares_lost=gone, silent=quiet,
