@@ -145,6 +145,26 @@ def test_a_waiter_polls_less_often_and_reads_the_holders_file_once(tmp_path, mon
     assert calls["owner"] <= 1 and polls == 1, calls
 
 
+def test_a_new_holder_on_a_reused_inode_is_not_judged_by_the_old_one(tmp_path):
+    """The holder is read once per lock file, keyed by its inode; file systems reuse
+    inode numbers. A lock released by a process now dead and created again, on the same
+    inode, by a live one must not be taken over for the dead pid read before: a dead
+    holder is read again before it counts."""
+    path = tmp_path / "l"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    lock = SharedLock(path)
+    fresh = SharedLock(path)
+    path.write_text(json.dumps({"host": lock.host, "pid": int(dead), "since": 3}))
+    assert fresh.is_stale()
+    ino = os.stat(path).st_ino
+    with open(path, "r+") as f:  # the same inode, a new (live) holder's text
+        f.write(json.dumps({"host": lock.host, "pid": os.getpid(), "since": 4}))
+        f.truncate()
+    assert os.stat(path).st_ino == ino
+    assert not fresh.is_stale(), "a cached dead holder judged the live one on that inode"
+
+
 @pytest.fixture(autouse=True)
 def _no_builder(monkeypatch):
     monkeypatch.setenv("SQSHBUILD_BUILDER", "none")  # root alone writes these caches

@@ -193,7 +193,12 @@ class SharedLock:
             return True  # its holder's other lock was stale: it died
         pid = owner.get("pid")
         if owner.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
-            return True
+            # read again before it counts: a new holder may have the old one's inode
+            self._holder = None
+            owner = self._holder_of(st)
+            pid = owner.get("pid")
+            if owner.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
+                return True
         # by the wall clock only when no skew explains it; a future mtime counts only by
         # our own monotonic clock (above)
         age = time.time() - st.st_mtime
