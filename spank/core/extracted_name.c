@@ -34,6 +34,17 @@ const char *sq_extracted_tool(void)
 	return NULL;
 }
 
+const char *sq_extracted_sbcast(void)
+{
+	static const char *const tools[] = { "/usr/bin/sbcast", "/usr/local/bin/sbcast",
+					     "/opt/slurm/bin/sbcast", NULL };
+
+	for (int i = 0; tools[i]; i++)
+		if (access(tools[i], X_OK) == 0)
+			return tools[i];
+	return NULL;
+}
+
 int sq_extracted_ready(const char *cache_dir, const char *key)
 {
 	char path[PATH_MAX];

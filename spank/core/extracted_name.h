@@ -14,6 +14,10 @@ int sq_extracted_key(const char *path, const char *identity, char key[33]);
  * NULL when there is none. */
 const char *sq_extracted_tool(void);
 
+/* Slurm's sbcast, which sends a step's image to its nodes (keeper/shared_copy.h), from a
+ * fixed list (/usr/bin, /usr/local/bin, /opt/slurm/bin: ParallelCluster's), or NULL. */
+const char *sq_extracted_sbcast(void);
+
 /* 1 when CACHE_DIR/KEY is complete. */
 int sq_extracted_ready(const char *cache_dir, const char *key);
 

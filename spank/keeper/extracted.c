@@ -26,6 +26,7 @@
 #include "procstat.h"
 #include "resume.h"
 #include "safeopen.h"
+#include "shared_copy.h"
 #include "smallio.h"
 #include "strbuf.h"
 
@@ -200,6 +201,33 @@ static unsigned long long tree_size(const char *cache_dir, const char *name)
 	return tree_bytes;
 }
 
+/* A copy of an image (shared_copy.h) that nothing will use: KEY.sqsh staged by an
+ * extraction that died (KEY's lock free), or a broadcast's KEY.sqsh.*-JOB.STEP whose
+ * keeper died before it took it (a day old). */
+static void clear_old_copy(int dfd, const char *name, const char *held_key)
+{
+	struct stat st;
+	char key[33];
+	int fd;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
+		return;
+	memcpy(key, name, 32);
+	key[32] = '\0';
+	if (strcmp(name + 32, ".sqsh") != 0) {
+		if ((long long)time(NULL) - (long long)st.st_mtime > SQ_COPY_STALE_S)
+			unlinkat(dfd, name, 0);
+		return;
+	}
+	if (held_key != NULL && strcmp(key, held_key) == 0)
+		return;     /* the caller's own extraction stages it */
+	fd = open_lock(dfd, key, 0);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) == 0)
+		unlinkat(dfd, name, 0);
+	if (fd >= 0)
+		close(fd);
+}
+
 /* Extractions of an older squall (KEY.tmp-PID), while no lock of an entry is held here:
  * dead ones (and removals cut short, KEY.del-PID) go, live ones count toward the limit
  * while they exist. Returns the live ones' bytes. */
@@ -215,6 +243,11 @@ static unsigned long long clear_old_extractions(DIR *d, int dfd, const char *cac
 		const char *dot = strchr(e->d_name, '.');
 		char key[33];
 
+		if (dot != NULL && is_key(e->d_name, (size_t)(dot - e->d_name)) &&
+		    strncmp(dot, ".sqsh", 5) == 0) {
+			clear_old_copy(dfd, e->d_name, held_key);
+			continue;
+		}
 		if (dot == NULL || !is_key(e->d_name, (size_t)(dot - e->d_name)) ||
 		    (strncmp(dot, ".tmp-", 5) != 0 && strncmp(dot, ".del-", 5) != 0))
 			continue;
@@ -437,31 +470,58 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 	return 1;
 }
 
+/* The image this extraction reads: a node-local copy when there is one (the step's
+ * broadcast, shared_copy.h, or what an earlier run of this key left in KEY.part), staged as
+ * KEY.sqsh while prepare_part may start KEY.part over, then kept in KEY.part/image.sqsh so
+ * that a resumed run reads it again instead of the shared file system. 1: staged at
+ * staged (CACHE/KEY.sqsh), 0: none, read the image. */
+static int stage_copy(int dfd, const char *key, const char *copy, const char *staged)
+{
+	char name[64], kept[96];
+
+	snprintf(name, sizeof(name), "%s.sqsh", key);
+	snprintf(kept, sizeof(kept), "%s.part/image.sqsh", key);
+	unlinkat(dfd, name, 0);
+	return (copy != NULL && rename(copy, staged) == 0) ||
+	       renameat(dfd, kept, dfd, name) == 0;
+}
+
 int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
-		       const char *unsquashfs, unsigned long long max_bytes)
+		       const char *copy, const char *unsquashfs, unsigned long long max_bytes)
 {
 	char part[64], name[64], path[PATH_MAX], dest[PATH_MAX + 16], exclude[PATH_MAX + 16];
+	char staged[PATH_MAX], source[PATH_MAX + 16];
 	const char *argv[24];
 	unsigned long inodes = 0;
 	int dfd, fd, pfd = -1, sfd, status, rv = -1, sized = 0, resume;
 	mode_t mask;
 
-	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32)
+	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32) {
+		if (copy != NULL)
+			unlink(copy);
 		return -1;
+	}
 	/* This process governs the extractor: its own CPU priority stays, its I/O is idle. */
 	syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE << 13);
-	if ((dfd = open_cache(cache_dir)) < 0)
+	if ((dfd = open_cache(cache_dir)) < 0) {
+		if (copy != NULL)
+			unlink(copy);
 		return -1;
+	}
 	fd = open_lock(dfd, key, 1);
 	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (fd >= 0)
 			close(fd);
 		close(dfd);
+		if (copy != NULL)
+			unlink(copy);
 		return 0;    /* another job extracts it (or uses it: then it is complete) */
 	}
 	if (sq_extracted_ready(cache_dir, key)) {
 		close(fd);
 		close(dfd);
+		if (copy != NULL)
+			unlink(copy);
 		return 0;
 	}
 	futimens(fd, NULL);    /* a partial tree in use now is not the first to be evicted */
@@ -471,9 +531,18 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	snprintf(dest, sizeof(dest), "%s/rootfs", path);
 	snprintf(exclude, sizeof(exclude), "%s/exclude", path);
 	snprintf(name, sizeof(name), "%s.size", key);
+	entry_path(staged, sizeof(staged), cache_dir, key, ".sqsh");
+	if (staged[0] && stage_copy(dfd, key, copy, staged))
+		image = staged;
 	resume = prepare_part(dfd, cache_dir, key, image, unsquashfs, &pfd, &inodes);
 	if (resume < 0)
 		goto fail;
+	if (image == staged) {
+		snprintf(source, sizeof(source), "%s/image.sqsh", path);
+		if (renameat(dfd, staged + strlen(cache_dir) + 1, pfd, "image.sqsh") < 0)
+			goto fail;
+		image = source;
+	}
 	extract_argv(argv, unsquashfs, dest, image, resume ? exclude : NULL);
 	/* umask 0: unsquashfs run by a user gives a file its mode less the umask (the modes it
 	 * drops, set-id bits, are given from the listing after it). xattrs stay out
@@ -516,12 +585,14 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 		unlinkat(pfd, "list", 0);
 		unlinkat(pfd, "exclude", 0);
 		unlinkat(pfd, "started", 0);
+		unlinkat(pfd, "image.sqsh", 0);
 		rv = 0;
 	}
 fail:
 	if (rv < 0) {
 		/* A run that failed (not one cut short: that never gets here) is not resumed. */
 		remove_tree(path);
+		unlinkat(dfd, staged + strlen(cache_dir) + 1, 0);
 		if (sized)
 			unlinkat(dfd, name, 0);
 	} else {

@@ -13,6 +13,9 @@
  *                               the next extraction resumes it; counted and evicted (least
  *                               recently used first) like a complete tree
  *   CACHE/UID/KEY.part/started  when its first run began (files written later are redone)
+ *   CACHE/UID/KEY.part/image.sqsh  the node-local copy of the image it reads, when the
+ *                               step's first node broadcast one (shared_copy.h)
+ *   CACHE/UID/KEY.sqsh          that copy while KEY.part is prepared (under KEY.lock)
  *   CACHE/UID/KEY.tmp-PID/      an older squall's extraction: removed once dead
  */
 #ifndef SQUALL_PLUGIN_EXTRACTED_H
@@ -33,9 +36,12 @@ int sq_extracted_hold(const char *cache_dir, const char *key);
  * over them); publishes by rename only a complete tree, synced, and drops it from the page
  * cache. unsquashfs runs at SCHED_IDLE, nice 19, ioprio idle, in a duty cycle that yields
  * to the other work on the node (sq_yield_next), and dies with the caller. 0 done or
- * skipped, -1 failed (nothing published, nothing left: a failed run is not resumed). */
+ * skipped, -1 failed (nothing published, nothing left: a failed run is not resumed).
+ * copy: a node-local copy of the image (shared_copy.h) or NULL: the extraction reads it
+ * (or the one an earlier run left in KEY.part/image.sqsh) instead of image, moves it into
+ * KEY.part and removes it once the tree is published; it is consumed either way. */
 int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
-		       const char *unsquashfs, unsigned long long max_bytes);
+		       const char *copy, const char *unsquashfs, unsigned long long max_bytes);
 
 /* Remove entries (complete trees and partial KEY.part ones whose lock is free) as
  * core/nodecache.h plans, dead extractions and half-removed trees. An

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "extracted.h"
+#include "shared_copy.h"
 #include "keeper.h"
 #include "pidfd.h"
 #include "reap.h"
@@ -62,6 +64,12 @@ struct cache_fill {
 	const char *dir, *key, *image, *tool;
 	unsigned long long max;
 };
+/* --share MODE JOB.STEP SBCAST: the step's image read once for its nodes (shared_copy.h):
+ * "send" (the step's first node, filling), "recv" (the others, filling), "none" (the
+ * first node, whose tree is there: tells the others to read the image themselves). */
+struct cache_share {
+	const char *mode, *jobstep, *sbcast;
+};
 
 /* Everything the keeper knows: its settings and the state of its loop. */
 struct keeper {
@@ -79,6 +87,7 @@ struct keeper {
 	int ns_fd;
 	struct cache_use use;
 	struct cache_fill fill;
+	struct cache_share share;
 	struct sq_sentinel sentinel;   /* the container's stand-in in `enroot list -f` */
 	const char *listen_path;
 	int listen_fd;
@@ -165,6 +174,22 @@ static int runtime_event(struct keeper *k, int *status)
 /* Extract the image into the cache in the background, in the keeper's session (so it
  * ends with the container when the job does, leaving a partial tree KEY.part that the
  * next job's extraction resumes), yielding to the job's steps (extracted.h). */
+static int fill_from(const struct keeper *k)
+{
+	const struct cache_share *sh = &k->share;
+	char copy[PATH_MAX] = "";
+	int rv;
+
+	if (sh->mode != NULL && strcmp(sh->mode, "send") == 0)
+		sq_copy_send(k->fill.dir, k->fill.key, k->fill.image, sh->jobstep, sh->sbcast, 0,
+			     copy, sizeof(copy));
+	else if (sh->mode != NULL && strcmp(sh->mode, "recv") == 0)
+		sq_copy_receive(k->fill.dir, k->fill.key, sh->jobstep, copy, sizeof(copy));
+	rv = sq_extracted_build(k->fill.dir, k->fill.key, k->fill.image, copy[0] ? copy : NULL,
+				k->fill.tool, k->fill.max);
+	return rv == 0 ? 0 : 1;
+}
+
 static void fill_cache(const struct keeper *k)
 {
 	pid_t pid = fork();
@@ -173,8 +198,11 @@ static void fill_cache(const struct keeper *k)
 		if (fork() == 0) {
 			close(KEEPER_FD_CONTROL);
 			close(k->sigfd);
-			_exit(sq_extracted_build(k->fill.dir, k->fill.key, k->fill.image,
-						 k->fill.tool, k->fill.max) == 0 ? 0 : 1);
+			if (k->fill.dir != NULL)
+				_exit(fill_from(k));
+			/* The first node's tree is there: the others read the image themselves. */
+			_exit(sq_copy_send(k->use.dir, k->use.key, "", k->share.jobstep,
+					   k->share.sbcast, 1, NULL, 0));
 		}
 		_exit(0);
 	}
@@ -431,6 +459,12 @@ static int parse_args(struct keeper *k, int argc, char **argv)
 		k->fill.max = strtoull(argv[first + 5], NULL, 10);
 		first += 6;
 	}
+	if (argc >= first + 4 && strcmp(argv[first], "--share") == 0) {
+		k->share.mode = argv[first + 1];
+		k->share.jobstep = argv[first + 2];
+		k->share.sbcast = argv[first + 3];
+		first += 4;
+	}
 	return argc > first && fcntl(KEEPER_FD_CONTROL, F_GETFD) >= 0 ? first : -1;
 }
 
@@ -527,7 +561,9 @@ static void on_runtime(struct keeper *k)
 		for (int i = 0; i < k->nclients; i++)
 			if (k->clients[i].waiting)
 				attach_reply(k, &k->clients[i]);
-		if (k->fill.dir != NULL)
+		if (k->fill.dir != NULL ||
+		    (k->use.dir != NULL && k->share.mode != NULL &&
+		     strcmp(k->share.mode, "none") == 0))
 			fill_cache(k);
 	} else if (ev == 'X') {
 		if (!k->stopped) {

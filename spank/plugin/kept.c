@@ -117,47 +117,81 @@ fail:
 }
 
 
+/* The keeper's cache arguments and the strings they point to. */
+struct kept_args {
+	const char *argv[12];
+	char identity[128], data_dir[PATH_MAX + 64], cache_key[33], max_bytes[32];
+	char jobstep[32];
+};
+
+/* A step on several nodes that fill their caches reads the image once, on its first node,
+ * which sends it to the others with sbcast (keeper/shared_copy.h): "--share MODE JOB.STEP
+ * SBCAST" after the cache arguments at argv[n]. fill: this node extracts; else its tree is
+ * there, and the first node then tells the others so ("none"). */
+static void kept_share(const struct sq_kept_step *s, const struct sq_start_request *req,
+		       struct kept_args *a, int n, int fill)
+{
+	const char *nodes = sq_env_value(req->envp, "SLURM_STEP_NUM_NODES");
+	const char *sbcast = sq_extracted_sbcast();
+
+	if (nodes == NULL || atoi(nodes) < 2 || sbcast == NULL || (!fill && s->nodeid != 0))
+		return;
+	snprintf(a->jobstep, sizeof(a->jobstep), "%u.%u", (unsigned)s->jobid,
+		 (unsigned)s->stepid);
+	a->argv[n] = "--share";
+	a->argv[n + 1] = s->nodeid != 0 ? "recv" : fill ? "send" : "none";
+	a->argv[n + 2] = a->jobstep;
+	a->argv[n + 3] = sbcast;
+	a->argv[n + 4] = NULL;
+}
+
 /* Where the job's kept container starts from: the image's extracted tree when the
  * node-local cache has it (its own key: a container from the tree is another container),
- * else the image, with its extraction started in the background (extracted.h). args gets
- * the keeper's cache arguments; the strings live in the caller's buffers. */
+ * else the image, with its extraction started in the background (extracted.h). a->argv
+ * gets the keeper's cache arguments. */
 static void kept_source(const struct sq_kept_step *s, struct sq_start_request *req,
-			const char **args, char *identity, size_t idlen, char *data_dir,
-			size_t datalen, char *cache_key, char *max_bytes, size_t maxlen)
+			struct kept_args *a)
 {
 	const char *tool = sq_extracted_tool(), *nodes;
+	int may_fill;
 
-	snprintf(identity, idlen, "%s", s->identity ? s->identity : "");
+	snprintf(a->identity, sizeof(a->identity), "%s", s->identity ? s->identity : "");
 	if (!s->cache_dir[0] || s->image_path == NULL || s->identity == NULL || tool == NULL ||
-	    sq_extracted_key(s->image_path, s->identity, cache_key) < 0)
+	    sq_extracted_key(s->image_path, s->identity, a->cache_key) < 0)
 		return;
-	if (sq_extracted_ready(s->cache_dir, cache_key)) {
-		snprintf(identity, idlen, "%s/extracted-%s", s->identity, cache_key);
-		snprintf(data_dir, datalen, "%s/kept-%u-%s.d", s->runtime_dir, (unsigned)s->jobid,
-			 cache_key);
-		if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
+	/* A job on more nodes than local_cache_max_nodes starts no extraction: each node would
+	 * extract the whole image (nodecache.h). */
+	nodes = sq_env_value(req->envp, "SLURM_JOB_NUM_NODES");
+	may_fill = nodes == NULL || sq_cache_may_fill(nodes, s->cache_max_nodes);
+	if (sq_extracted_ready(s->cache_dir, a->cache_key)) {
+		snprintf(a->identity, sizeof(a->identity), "%s/extracted-%s", s->identity,
+			 a->cache_key);
+		snprintf(a->data_dir, sizeof(a->data_dir), "%s/kept-%u-%s.d", s->runtime_dir,
+			 (unsigned)s->jobid, a->cache_key);
+		if (mkdir(a->data_dir, 0700) < 0 && errno != EEXIST)
 			return;
 		req->target = "rootfs";
-		args[0] = "--use-cache";
-		args[1] = s->cache_dir;
-		args[2] = cache_key;
-		args[3] = data_dir;
-		args[4] = NULL;
+		a->argv[0] = "--use-cache";
+		a->argv[1] = s->cache_dir;
+		a->argv[2] = a->cache_key;
+		a->argv[3] = a->data_dir;
+		a->argv[4] = NULL;
+		if (may_fill)
+			kept_share(s, req, a, 4, 0);
 		return;
 	}
-	/* A job on more nodes than local_cache_max_nodes starts no extraction: each node would
-	 * read the whole image from the shared file system (nodecache.h). */
-	nodes = sq_env_value(req->envp, "SLURM_JOB_NUM_NODES");
-	if (nodes != NULL && !sq_cache_may_fill(nodes, s->cache_max_nodes))
+	if (!may_fill)
 		return;
-	snprintf(max_bytes, maxlen, "%llu", (unsigned long long)s->cache_gb << 30);
-	args[0] = "--fill-cache";
-	args[1] = s->cache_dir;
-	args[2] = cache_key;
-	args[3] = s->image_path;
-	args[4] = tool;
-	args[5] = max_bytes;
-	args[6] = NULL;
+	snprintf(a->max_bytes, sizeof(a->max_bytes), "%llu",
+		 (unsigned long long)s->cache_gb << 30);
+	a->argv[0] = "--fill-cache";
+	a->argv[1] = s->cache_dir;
+	a->argv[2] = a->cache_key;
+	a->argv[3] = s->image_path;
+	a->argv[4] = tool;
+	a->argv[5] = a->max_bytes;
+	a->argv[6] = NULL;
+	kept_share(s, req, a, 6, 1);
 }
 
 int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
@@ -166,15 +200,15 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 {
 	struct sq_start_request req = *req0;
 	struct sq_kept_request kr;
-	const char *args[8] = { NULL };
-	char key[33], what[48], identity[128], data_dir[PATH_MAX + 64], cache_key[33] = "";
-	char max_bytes[32];
+	struct kept_args a;
+	const char **args = a.argv;
+	char key[33], what[48];
 	int started = 0;
 
 	note[0] = '\0';
-	kept_source(s, &req, args, identity, sizeof(identity), data_dir, sizeof(data_dir),
-		    cache_key, max_bytes, sizeof(max_bytes));
-	if (sq_kept_key(req0, identity, key) < 0) {
+	memset(&a, 0, sizeof(a));
+	kept_source(s, &req, &a);
+	if (sq_kept_key(req0, a.identity, key) < 0) {
 		*served = "started for the step (the kept container's key could not be read)";
 		return 0;
 	}

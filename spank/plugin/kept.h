@@ -33,7 +33,7 @@ struct sq_kept_request {
 /* What a step brings to the job's kept container. */
 struct sq_kept_step {
 	const char *runtime_dir;      /* RUNTIME_PATH/UID */
-	uint32_t jobid, stepid;
+	uint32_t jobid, stepid, nodeid;   /* nodeid: this node's index in the step */
 	const char *image_path;       /* the resolved .sqsh, NULL without one */
 	const char *identity;         /* its identity (image.h) */
 	const char *cache_dir;        /* LOCAL_CACHE/UID, "" when none (extracted.h) */

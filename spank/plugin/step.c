@@ -422,7 +422,7 @@ static int use_kept_container(struct sq_step *s, const struct sq_start_request *
 {
 	const struct sq_config *cfg = s->cfg;
 	struct sq_kept_step ks = {
-		s->runtime_dir, s->jobid, s->stepid, s->image.path, s->image.identity,
+		s->runtime_dir, s->jobid, s->stepid, s->nodeid, s->image.path, s->image.identity,
 		s->cache_dir, cfg->local_cache_gb, cfg->local_cache_max_nodes, SQ_LAYER,
 		SQ_KEPT_IDLE_S };
 	char note[1024] = "", err[SQ_ERR_LEN];

@@ -116,3 +116,44 @@ def test_a_job_on_more_nodes_than_local_cache_max_nodes_extracts_nothing(cluster
         assert set(cache_entries(cluster)) == before, cache_entries(cluster)
         narrow = step(cluster, image, "true")
         assert "extracting it on this node in the background" in narrow.err, narrow.err
+
+
+def node_cache(cluster: Cluster, node: str) -> list[str]:
+    return cluster.run(f"ls {CACHE} 2>/dev/null || true", node=node, user="root").out.split()
+
+
+def wait_trees(cluster: Cluster, nodes: tuple[str, ...], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(cluster.run(f"ls -d {CACHE}/*/rootfs", node=n, user="root",
+                              check=False).rc == 0 for n in nodes):
+        assert time.monotonic() < deadline, {n: node_cache(cluster, n) for n in nodes}
+        time.sleep(1)
+
+
+def test_a_two_node_step_sends_its_image_once_and_both_nodes_extract_it(
+        cluster: Cluster, image: str) -> None:
+    """The step's first node sends the image with sbcast; the other extracts from its copy
+    (the bytes each node reads from /fsx are measured on the scale cluster,
+    test_scale_smoke.py). Then a step whose first node has its tree and whose other node
+    does not: that node reads the image itself and gets its tree too. No copy is left."""
+    nodes = ("node2", NODE)
+    for n in nodes:
+        cluster.run(f"rm -rf {CACHE}/*", node=n, user="root")
+    both = cluster.run(f"srun -N2 -w node2,{NODE} --container-image={image} "
+                       "--container-log=verbose bash -c 'cat /etc/squall-image-id; sleep 20'",
+                       timeout=300)
+    assert both.out.split() == ["cache-v1"] * 2, both
+    assert both.err.count("extracting it on this node in the background") == 2, both.err
+    wait_trees(cluster, nodes)
+    assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+    for n in nodes:
+        assert not [e for e in node_cache(cluster, n) if ".sqsh" in e or ".part" in e], \
+            (n, node_cache(cluster, n))
+    # node2 keeps its tree, node3 loses its own: node2 says "none", node3 reads the image.
+    cluster.run(f"rm -rf {CACHE}/*", node=NODE, user="root")
+    mixed = cluster.run(f"srun -N2 -w node2,{NODE} --container-image={image} "
+                        "--container-log=verbose bash -c 'sleep 20'", timeout=300)
+    assert "extracted cache hit" in mixed.err, mixed.err
+    assert "extracting it on this node in the background" in mixed.err, mixed.err
+    wait_trees(cluster, nodes)
+    assert not [e for e in node_cache(cluster, NODE) if ".sqsh" in e], node_cache(cluster, NODE)

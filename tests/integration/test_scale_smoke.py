@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -196,3 +197,58 @@ def test_a_live_lock_of_a_node_whose_clock_is_behind_is_waited_for(scale: Cluste
     assert res.out.strip().splitlines()[-1].endswith(f"sha256-{digest.split(':')[1]}.sqsh"), res
     assert "took over" not in res.err, res
     assert took >= hold - 1, (took, res.err)  # it waited for the holder to let go
+
+
+def fsx_reads(cluster: Cluster, nodes: list[str]) -> dict[str, int]:
+    """Bytes each node's GlusterFS client has read (its rchar): the node's reads of /fsx.
+    A node's client is the glusterfs process in its slurmd's mount namespace."""
+    script = ("for n in " + " ".join(nodes) + "; do "
+              "ns=$(readlink /proc/$(pgrep -f \"slurmd -D -N $n\\$\" | head -1)/ns/mnt); "
+              "for p in $(pgrep -f 'glusterfs.* /sroot/fsx$'); do "
+              "[ \"$(readlink /proc/$p/ns/mnt)\" = \"$ns\" ] && "
+              "echo $n $(awk '/^rchar/ {print $2}' /proc/$p/io); done; done")
+    out = cluster.run(script, node=SCALE, user="root").out.split()
+    return {out[i]: int(out[i + 1]) for i in range(0, len(out), 2)}
+
+
+def test_a_jobs_nodes_read_the_image_from_fsx_once_for_their_local_copies(
+        scale: Cluster, tools: str) -> None:  # noqa: F811
+    """A 4-node job fills each node's cache of extracted images: the step's first node reads
+    the image from /fsx and sends it with sbcast, the others extract from their copy, so
+    the image is read from /fsx once, not once per node (issue 27). Before, every node read
+    the whole image (each about the image's size in its client's rchar)."""
+    nodes = ["s5", "s6", "s7", "s8"]
+    repo = f"scale/copy-{uuid.uuid4().hex[:6]}"
+    digest = push(scale, tools, repo, "copy", big_mb=48)
+    tag = f"login:5000/{repo}:v1"
+    # Pulled and built by a node outside the job (its page cache holds what it wrote).
+    scale.run(f"srun -N1 -w s9 --container-image={tag} true", node=SCALE, timeout=300)
+    image = f"{CACHE}/sha256-{digest.split(':')[1]}.sqsh"
+    size = int(scale.run(f"stat -c %s {image}", node=SCALE, user="root").out)
+    assert size > 40 << 20, size
+    before = fsx_reads(scale, nodes)
+    job = threading.Thread(target=scale.run, daemon=True, kwargs={
+        "cmd": f"srun -N4 -w {','.join(nodes)} --container-image={tag} sleep 300",
+        "node": SCALE, "timeout": 330, "check": False})
+    job.start()
+    try:
+        trees: dict[str, bool] = {}
+        deadline = time.monotonic() + 240
+        while len(trees) < len(nodes) and time.monotonic() < deadline:
+            time.sleep(2)
+            for n in nodes:
+                if n not in trees and on_node(scale, n, "ls -d /var/lib/squall/cache/1000/*/rootfs",
+                                              check=False).rc == 0:
+                    trees[n] = True
+    finally:
+        scale.run("scancel -u squall", node=SCALE, user="root", check=False)
+        job.join(60)
+    after = fsx_reads(scale, nodes)
+    read = {n: after[n] - before[n] for n in nodes}
+    assert sorted(trees) == nodes, f"nodes with a complete tree in 240 s: {sorted(trees)}; {read}"
+    whole = sorted(n for n in nodes if read[n] >= size)
+    assert len(whole) == 1, f"nodes that read the whole {size}-byte image: {whole}; {read}"
+    assert sum(read.values()) < 1.5 * size, read
+    for n in nodes:
+        left = on_node(scale, n, "ls /var/lib/squall/cache/1000").out.split()
+        assert not [e for e in left if ".sqsh" in e], (n, left)

@@ -1,0 +1,238 @@
+/* shared_copy.c: see shared_copy.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "governor.h"
+#include "safeopen.h"
+#include "shared_copy.h"
+#include "smallio.h"
+
+#define IOPRIO_CLASS_IDLE 3
+#define IOPRIO_WHO_PROCESS 1
+#define SEND_TRIES 3          /* a node of the step may make its cache directory late */
+#define SUM_HEX 64
+
+static const char *const sha256_tools[] = { "/usr/bin/sha256sum", "/bin/sha256sum", NULL };
+
+static void copy_name(char *buf, size_t len, const char *dir, const char *key,
+		      const char *what, const char *jobstep)
+{
+	if ((size_t)snprintf(buf, len, "%s/%s.sqsh.%s-%s", dir, key, what, jobstep) >= len)
+		buf[0] = '\0';
+}
+
+/* sbcast is not governed (stopped between its RPCs it would time the slurmds out): it runs
+ * at nice 19 and idle I/O priority, dies with this process. Its wait status, or -1. */
+static int run_plain(char *const argv[])
+{
+	pid_t parent = getpid(), pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 1);
+		}
+		setpriority(PRIO_PROCESS, 0, 19);
+		syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE << 13);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return status;
+}
+
+/* sbcast -f -j JOBSTEP SOURCE DEST, tried again when it fails (a node that has not made
+ * its cache directory yet fails the whole broadcast). 0 ok, -1 failed. */
+static int broadcast(const char *sbcast, const char *jobstep, const char *source,
+		     const char *dest)
+{
+	char *const argv[] = { (char *)sbcast, "-f", "-j", (char *)jobstep, (char *)source,
+			       (char *)dest, NULL };
+
+	for (int i = 0; i < SEND_TRIES; i++) {
+		int status = run_plain(argv);
+
+		if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			return 0;
+		if (i + 1 < SEND_TRIES)
+			sleep(2u << i);
+	}
+	return -1;
+}
+
+/* The SHA-256 of the file open on fd, 64 hex digits, by coreutils' sha256sum at the
+ * extraction's priority. 0 ok, -1 failed. */
+static int digest_of(int fd, char hex[SUM_HEX + 1])
+{
+	char path[64], out[256];
+	const char *tool = NULL;
+	int pipefd[2], status;
+
+	for (int i = 0; sha256_tools[i] != NULL && tool == NULL; i++)
+		if (access(sha256_tools[i], X_OK) == 0)
+			tool = sha256_tools[i];
+	if (tool == NULL || pipe2(pipefd, O_CLOEXEC) < 0)
+		return -1;
+	/* The child reads the very file held here. */
+	if (fcntl(fd, F_SETFD, 0) < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	{
+		char *const argv[] = { (char *)tool, path, NULL };
+		status = sq_run_governed(argv, pipefd[1]);
+	}
+	close(pipefd[1]);
+	if (sq_read_text(pipefd[0], out, sizeof(out)) < SUM_HEX || status < 0 ||
+	    !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	for (int i = 0; i < SUM_HEX; i++)
+		if (!((out[i] >= '0' && out[i] <= '9') || (out[i] >= 'a' && out[i] <= 'f')))
+			return -1;
+	memcpy(hex, out, SUM_HEX);
+	hex[SUM_HEX] = '\0';
+	return 0;
+}
+
+/* The record, written here and sent to the step's nodes (this one included). */
+static int send_record(const char *cache_dir, const char *key, const char *jobstep,
+		       const char *sbcast, const char *text)
+{
+	char out[PATH_MAX], sum[PATH_MAX];
+	int rv;
+
+	copy_name(out, sizeof(out), cache_dir, key, "out", jobstep);
+	copy_name(sum, sizeof(sum), cache_dir, key, "sum", jobstep);
+	if (!out[0] || !sum[0] || sq_write_record(out, text) < 0)
+		return -1;
+	rv = broadcast(sbcast, jobstep, out, sum);
+	unlink(out);
+	unlink(sum);    /* this node's own: it does not wait for it */
+	return rv;
+}
+
+/* The source this node sends: the copy an earlier job left in KEY.part, else the image. */
+static int open_source(const char *cache_dir, const char *key, const char *image)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s.part/image.sqsh", cache_dir, key);
+	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
+	return fd >= 0 ? fd : sq_open_regular(AT_FDCWD, image, 0, NULL);
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The copy at path, when it is a regular file of size bytes with digest hex. */
+static int copy_matches(const char *path, long long size, const char *hex)
+{
+	char got[SUM_HEX + 1];
+	struct stat st;
+	int fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL), ok;
+
+	if (fd < 0)
+		return 0;
+	ok = fstat(fd, &st) == 0 && st.st_uid == getuid() && (long long)st.st_size == size &&
+	     digest_of(fd, got) == 0 && strcmp(got, hex) == 0;
+	close(fd);
+	return ok;
+}
+
+int sq_copy_send(const char *cache_dir, const char *key, const char *image, const char *jobstep,
+		 const char *sbcast, int have_tree, char *copy, size_t copylen)
+{
+	char source[64], hex[SUM_HEX + 1], text[128];
+	struct stat before, after;
+	int fd = -1, fd2;
+
+	if (have_tree)
+		return send_record(cache_dir, key, jobstep, sbcast, "none\n"), 0;
+	copy[0] = '\0';
+	copy_name(copy, copylen, cache_dir, key, "in", jobstep);
+	fd = open_source(cache_dir, key, image);
+	/* sbcast reads the file this descriptor holds: the one checked, whatever its name
+	 * becomes meanwhile (a tag rebuilt over the path). */
+	if (!copy[0] || fd < 0 || fstat(fd, &before) < 0 || fcntl(fd, F_SETFD, 0) < 0)
+		goto none;
+	snprintf(source, sizeof(source), "/proc/self/fd/%d", fd);
+	if (broadcast(sbcast, jobstep, source, copy) < 0 || fstat(fd, &after) < 0 ||
+	    !same_file(&before, &after))
+		goto none;
+	close(fd);
+	fd = -1;
+	/* What this node received is what every node received when the digests agree. */
+	fd2 = sq_open_regular(AT_FDCWD, copy, SQ_OPEN_NOFOLLOW, NULL);
+	if (fd2 < 0)
+		goto none;
+	if (fstat(fd2, &after) < 0 || after.st_size != before.st_size || digest_of(fd2, hex) < 0) {
+		close(fd2);
+		goto none;
+	}
+	close(fd2);
+	snprintf(text, sizeof(text), "%s %lld\n", hex, (long long)before.st_size);
+	if (send_record(cache_dir, key, jobstep, sbcast, text) < 0)
+		goto none;
+	return 1;
+none:
+	if (fd >= 0)
+		close(fd);
+	if (copy[0])
+		unlink(copy);
+	copy[0] = '\0';
+	send_record(cache_dir, key, jobstep, sbcast, "none\n");
+	return 0;
+}
+
+int sq_copy_receive(const char *cache_dir, const char *key, const char *jobstep, char *copy,
+		    size_t copylen)
+{
+	char sum[PATH_MAX], text[128], hex[SUM_HEX + 1];
+	long long size;
+	int fd;
+
+	copy_name(sum, sizeof(sum), cache_dir, key, "sum", jobstep);
+	copy_name(copy, copylen, cache_dir, key, "in", jobstep);
+	if (!sum[0] || !copy[0])
+		return 0;
+	/* A local stat a second: the record comes when the first node has sent all. */
+	while ((fd = sq_open_regular(AT_FDCWD, sum, SQ_OPEN_NOFOLLOW, NULL)) < 0)
+		sleep(1);
+	sq_read_text(fd, text, sizeof(text));
+	unlink(sum);
+	if (sscanf(text, "%64[0-9a-f] %lld", hex, &size) == 2 && strlen(hex) == SUM_HEX &&
+	    copy_matches(copy, size, hex))
+		return 1;
+	unlink(copy);
+	copy[0] = '\0';
+	return 0;
+}

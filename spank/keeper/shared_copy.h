@@ -1,0 +1,43 @@
+/*
+ * shared_copy.h: the image read once from the shared file system for all the nodes of a
+ * step that fill their node-local cache (issue 27: the extraction read the whole image from
+ * /fsx on every node of a job, O(N) reads of it).
+ *
+ * The step's first node sends the image with Slurm's own broadcast, `sbcast` run as the
+ * job's user (slurmctld gives the step's credential, slurmd's fanout tree carries the
+ * blocks), into every node's cache directory (the same path on each node):
+ *
+ *   CACHE/UID/KEY.sqsh.in-JOB.STEP    the image as it arrived on this node
+ *   CACHE/UID/KEY.sqsh.sum-JOB.STEP   sent after it: "SHA256 SIZE" of the copy the first
+ *                                     node itself received, or "none" when it sent nothing
+ *                                     (its own tree was there, or the broadcast failed)
+ *
+ * Every node that fills its cache in that step waits for the record (for as long as the
+ * job's kept container lives) and extracts from its copy when the copy has that size and
+ * digest; on "none", or a copy that does not match, it reads the image itself, as before.
+ * Everything is the user's, in the user's own 0700 directory: a copy is trusted as far as
+ * the user's own partial tree is (a user can spoil only their own cache).
+ */
+#ifndef SQUALL_KEEPER_SHARED_COPY_H
+#define SQUALL_KEEPER_SHARED_COPY_H
+
+#include <stddef.h>
+
+/* Seconds after which a leftover KEY.sqsh.* of a job whose keeper died is removed by the
+ * next eviction (extracted.c). */
+#define SQ_COPY_STALE_S (24LL * 3600)
+
+/* On the step's first node. have_tree: this node's tree is there, nothing to send (the
+ * record says "none" so that the others read the image themselves). Else sends the source
+ * (CACHE/UID/KEY.part/image.sqsh when an earlier job left one here, else image) to the
+ * step's nodes, then its record. 1: sent, this node's own copy verified in copy[]; 0:
+ * nothing sent ("none" said, best effort): read the image itself. */
+int sq_copy_send(const char *cache_dir, const char *key, const char *image, const char *jobstep,
+		 const char *sbcast, int have_tree, char *copy, size_t copylen);
+
+/* On the others: wait for the record of jobstep. 1: the copy verified, its path in copy[];
+ * 0: read the image itself. Never returns while no record came (the job's end ends it). */
+int sq_copy_receive(const char *cache_dir, const char *key, const char *jobstep, char *copy,
+		    size_t copylen);
+
+#endif
