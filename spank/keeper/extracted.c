@@ -486,8 +486,19 @@ static int stage_copy(int dfd, const char *key, const char *copy, const char *st
 	       renameat(dfd, kept, dfd, name) == 0;
 }
 
-int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
-		       const char *copy, const char *unsquashfs, unsigned long long max_bytes)
+/* The staged copy into the prepared KEY.part (pfd, at path): its path there, or NULL. */
+static const char *keep_copy(int dfd, const char *key, int pfd, const char *path,
+			     char *source, size_t len)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "%s.sqsh", key);
+	snprintf(source, len, "%s/image.sqsh", path);
+	return renameat(dfd, name, pfd, "image.sqsh") == 0 ? source : NULL;
+}
+
+static int build(const char *cache_dir, const char *key, const char *image,
+		 const char *copy, const char *unsquashfs, unsigned long long max_bytes)
 {
 	char part[64], name[64], path[PATH_MAX], dest[PATH_MAX + 16], exclude[PATH_MAX + 16];
 	char staged[PATH_MAX], source[PATH_MAX + 16];
@@ -496,32 +507,22 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	int dfd, fd, pfd = -1, sfd, status, rv = -1, sized = 0, resume;
 	mode_t mask;
 
-	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32) {
-		if (copy != NULL)
-			unlink(copy);
+	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32)
 		return -1;
-	}
 	/* This process governs the extractor: its own CPU priority stays, its I/O is idle. */
 	syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE << 13);
-	if ((dfd = open_cache(cache_dir)) < 0) {
-		if (copy != NULL)
-			unlink(copy);
+	if ((dfd = open_cache(cache_dir)) < 0)
 		return -1;
-	}
 	fd = open_lock(dfd, key, 1);
 	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (fd >= 0)
 			close(fd);
 		close(dfd);
-		if (copy != NULL)
-			unlink(copy);
 		return 0;    /* another job extracts it (or uses it: then it is complete) */
 	}
 	if (sq_extracted_ready(cache_dir, key)) {
 		close(fd);
 		close(dfd);
-		if (copy != NULL)
-			unlink(copy);
 		return 0;
 	}
 	futimens(fd, NULL);    /* a partial tree in use now is not the first to be evicted */
@@ -537,12 +538,9 @@ int sq_extracted_build(const char *cache_dir, const char *key, const char *image
 	resume = prepare_part(dfd, cache_dir, key, image, unsquashfs, &pfd, &inodes);
 	if (resume < 0)
 		goto fail;
-	if (image == staged) {
-		snprintf(source, sizeof(source), "%s/image.sqsh", path);
-		if (renameat(dfd, staged + strlen(cache_dir) + 1, pfd, "image.sqsh") < 0)
-			goto fail;
-		image = source;
-	}
+	if (image == staged && (image = keep_copy(dfd, key, pfd, path, source,
+						  sizeof(source))) == NULL)
+		goto fail;
 	extract_argv(argv, unsquashfs, dest, image, resume ? exclude : NULL);
 	/* umask 0: unsquashfs run by a user gives a file its mode less the umask (the modes it
 	 * drops, set-id bits, are given from the listing after it). xattrs stay out
@@ -592,9 +590,9 @@ fail:
 	if (rv < 0) {
 		/* A run that failed (not one cut short: that never gets here) is not resumed. */
 		remove_tree(path);
-		unlinkat(dfd, staged + strlen(cache_dir) + 1, 0);
 		if (sized)
 			unlinkat(dfd, name, 0);
+		unlinkat(dfd, staged + strlen(cache_dir) + 1, 0);   /* staged, not yet kept */
 	} else {
 		/* The new tree counts now (it is never evicted itself: its lock is held here). */
 		evict_in(dfd, cache_dir, max_bytes, NULL);
@@ -604,6 +602,16 @@ fail:
 	futimens(fd, NULL);
 	close(fd);
 	close(dfd);
+	return rv;
+}
+
+int sq_extracted_build(const char *cache_dir, const char *key, const char *image,
+		       const char *copy, const char *unsquashfs, unsigned long long max_bytes)
+{
+	int rv = build(cache_dir, key, image, copy, unsquashfs, max_bytes);
+
+	if (copy != NULL)
+		unlink(copy);   /* not taken (another job extracts, the tree is there): consumed */
 	return rv;
 }
 

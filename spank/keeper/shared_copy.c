@@ -50,8 +50,10 @@ static int run_plain(char *const argv[])
 		if (getppid() != parent)
 			_exit(127);
 		if (devnull >= 0) {
+			/* the plugin's captures are closed once the container runs */
 			dup2(devnull, 0);
 			dup2(devnull, 1);
+			dup2(devnull, 2);
 		}
 		setpriority(PRIO_PROCESS, 0, 19);
 		syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE << 13);
@@ -224,10 +226,14 @@ int sq_copy_receive(const char *cache_dir, const char *key, const char *jobstep,
 	copy_name(copy, copylen, cache_dir, key, "in", jobstep);
 	if (!sum[0] || !copy[0])
 		return 0;
-	/* A local stat a second: the record comes when the first node has sent all. */
-	while ((fd = sq_open_regular(AT_FDCWD, sum, SQ_OPEN_NOFOLLOW, NULL)) < 0)
+	/* A local stat a second: the record comes when the first node has sent all. slurmd
+	 * creates it, then writes it: a record is whole when it ends its line. */
+	for (;;) {
+		fd = sq_open_regular(AT_FDCWD, sum, SQ_OPEN_NOFOLLOW, NULL);
+		if (fd >= 0 && sq_read_text(fd, text, sizeof(text)) > 0 && strchr(text, '\n'))
+			break;
 		sleep(1);
-	sq_read_text(fd, text, sizeof(text));
+	}
 	unlink(sum);
 	if (sscanf(text, "%64[0-9a-f] %lld", hex, &size) == 2 && strlen(hex) == SUM_HEX &&
 	    copy_matches(copy, size, hex))
