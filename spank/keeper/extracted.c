@@ -202,8 +202,8 @@ static unsigned long long tree_size(const char *cache_dir, const char *name)
 }
 
 /* A copy of an image (shared_copy.h) that nothing will use: KEY.sqsh staged by an
- * extraction that died (KEY's lock free), or a broadcast's KEY.sqsh.*-JOB.STEP whose
- * keeper died before it took it (a day old). */
+ * extraction that died (KEY's lock free), or a broadcast's copy-JOB.STEP.* whose keeper
+ * died before it took it (a day old). */
 static void clear_old_copy(int dfd, const char *name, const char *held_key)
 {
 	struct stat st;
@@ -212,13 +212,13 @@ static void clear_old_copy(int dfd, const char *name, const char *held_key)
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
 		return;
-	memcpy(key, name, 32);
-	key[32] = '\0';
-	if (strcmp(name + 32, ".sqsh") != 0) {
+	if (strncmp(name, "copy-", 5) == 0) {
 		if ((long long)time(NULL) - (long long)st.st_mtime > SQ_COPY_STALE_S)
 			unlinkat(dfd, name, 0);
 		return;
 	}
+	memcpy(key, name, 32);
+	key[32] = '\0';
 	if (held_key != NULL && strcmp(key, held_key) == 0)
 		return;     /* the caller's own extraction stages it */
 	fd = open_lock(dfd, key, 0);
@@ -243,8 +243,9 @@ static unsigned long long clear_old_extractions(DIR *d, int dfd, const char *cac
 		const char *dot = strchr(e->d_name, '.');
 		char key[33];
 
-		if (dot != NULL && is_key(e->d_name, (size_t)(dot - e->d_name)) &&
-		    strncmp(dot, ".sqsh", 5) == 0) {
+		if (strncmp(e->d_name, "copy-", 5) == 0 ||
+		    (dot != NULL && is_key(e->d_name, (size_t)(dot - e->d_name)) &&
+		     strcmp(dot, ".sqsh") == 0)) {
 			clear_old_copy(dfd, e->d_name, held_key);
 			continue;
 		}

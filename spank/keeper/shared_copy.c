@@ -27,10 +27,12 @@
 
 static const char *const sha256_tools[] = { "/usr/bin/sha256sum", "/bin/sha256sum", NULL };
 
-static void copy_name(char *buf, size_t len, const char *dir, const char *key,
-		      const char *what, const char *jobstep)
+/* Named by the step, not by the cache key: a node's key covers its own view of the file
+ * (st_dev differs from client to client of a network file system). */
+static void copy_name(char *buf, size_t len, const char *dir, const char *jobstep,
+		      const char *what)
 {
-	if ((size_t)snprintf(buf, len, "%s/%s.sqsh.%s-%s", dir, key, what, jobstep) >= len)
+	if ((size_t)snprintf(buf, len, "%s/copy-%s.%s", dir, jobstep, what) >= len)
 		buf[0] = '\0';
 }
 
@@ -122,14 +124,14 @@ static int digest_of(int fd, char hex[SUM_HEX + 1])
 }
 
 /* The record, written here and sent to the step's nodes (this one included). */
-static int send_record(const char *cache_dir, const char *key, const char *jobstep,
-		       const char *sbcast, const char *text)
+static int send_record(const char *cache_dir, const char *jobstep, const char *sbcast,
+		       const char *text)
 {
 	char out[PATH_MAX], sum[PATH_MAX];
 	int rv;
 
-	copy_name(out, sizeof(out), cache_dir, key, "out", jobstep);
-	copy_name(sum, sizeof(sum), cache_dir, key, "sum", jobstep);
+	copy_name(out, sizeof(out), cache_dir, jobstep, "out");
+	copy_name(sum, sizeof(sum), cache_dir, jobstep, "sum");
 	if (!out[0] || !sum[0] || sq_write_record(out, text) < 0)
 		return -1;
 	rv = broadcast(sbcast, jobstep, out, sum);
@@ -173,14 +175,18 @@ static int copy_matches(const char *path, long long size, const char *hex)
 int sq_copy_send(const char *cache_dir, const char *key, const char *image, const char *jobstep,
 		 const char *sbcast, int have_tree, char *copy, size_t copylen)
 {
-	char source[64], hex[SUM_HEX + 1], text[128];
-	struct stat before, after;
+	char source[64], hex[SUM_HEX + 1], text[192];
+	struct stat before, after, shared;
 	int fd = -1, fd2;
 
 	if (have_tree)
-		return send_record(cache_dir, key, jobstep, sbcast, "none\n"), 0;
+		return send_record(cache_dir, jobstep, sbcast, "none\n"), 0;
 	copy[0] = '\0';
-	copy_name(copy, copylen, cache_dir, key, "in", jobstep);
+	copy_name(copy, copylen, cache_dir, jobstep, "in");
+	/* The image as every node sees it (the record names it), and the file sent: the same
+	 * one, or this node's copy of it that an earlier job left (its key names that file). */
+	if (stat(image, &shared) < 0)
+		goto none;
 	fd = open_source(cache_dir, key, image);
 	/* sbcast reads the file this descriptor holds: the one checked, whatever its name
 	 * becomes meanwhile (a tag rebuilt over the path). */
@@ -201,8 +207,12 @@ int sq_copy_send(const char *cache_dir, const char *key, const char *image, cons
 		goto none;
 	}
 	close(fd2);
-	snprintf(text, sizeof(text), "%s %lld\n", hex, (long long)before.st_size);
-	if (send_record(cache_dir, key, jobstep, sbcast, text) < 0)
+	if (shared.st_size != before.st_size)
+		goto none;
+	snprintf(text, sizeof(text), "%s %lld %llu %lld %ld\n", hex, (long long)shared.st_size,
+		 (unsigned long long)shared.st_ino, (long long)shared.st_mtim.tv_sec,
+		 (long)shared.st_mtim.tv_nsec);
+	if (send_record(cache_dir, jobstep, sbcast, text) < 0)
 		goto none;
 	return 1;
 none:
@@ -211,19 +221,33 @@ none:
 	if (copy[0])
 		unlink(copy);
 	copy[0] = '\0';
-	send_record(cache_dir, key, jobstep, sbcast, "none\n");
+	send_record(cache_dir, jobstep, sbcast, "none\n");
 	return 0;
 }
 
-int sq_copy_receive(const char *cache_dir, const char *key, const char *jobstep, char *copy,
+/* The record's file is the image this node sees at image: same inode, size and mtime
+ * (the device is each client's own). */
+static int names_image(const char *image, unsigned long long ino, long long size,
+		       long long sec, long nsec)
+{
+	struct stat st;
+
+	return stat(image, &st) == 0 && (unsigned long long)st.st_ino == ino &&
+	       (long long)st.st_size == size && (long long)st.st_mtim.tv_sec == sec &&
+	       (long)st.st_mtim.tv_nsec == nsec;
+}
+
+int sq_copy_receive(const char *cache_dir, const char *image, const char *jobstep, char *copy,
 		    size_t copylen)
 {
-	char sum[PATH_MAX], text[128], hex[SUM_HEX + 1];
-	long long size;
+	char sum[PATH_MAX], text[192], hex[SUM_HEX + 1];
+	unsigned long long ino;
+	long long size, sec;
+	long nsec;
 	int fd;
 
-	copy_name(sum, sizeof(sum), cache_dir, key, "sum", jobstep);
-	copy_name(copy, copylen, cache_dir, key, "in", jobstep);
+	copy_name(sum, sizeof(sum), cache_dir, jobstep, "sum");
+	copy_name(copy, copylen, cache_dir, jobstep, "in");
 	if (!sum[0] || !copy[0])
 		return 0;
 	/* A local stat a second: the record comes when the first node has sent all. slurmd
@@ -235,7 +259,8 @@ int sq_copy_receive(const char *cache_dir, const char *key, const char *jobstep,
 		sleep(1);
 	}
 	unlink(sum);
-	if (sscanf(text, "%64[0-9a-f] %lld", hex, &size) == 2 && strlen(hex) == SUM_HEX &&
+	if (sscanf(text, "%64[0-9a-f] %lld %llu %lld %ld", hex, &size, &ino, &sec, &nsec) == 5 &&
+	    strlen(hex) == SUM_HEX && names_image(image, ino, size, sec, nsec) &&
 	    copy_matches(copy, size, hex))
 		return 1;
 	unlink(copy);

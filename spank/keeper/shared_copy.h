@@ -7,14 +7,20 @@
  * job's user (slurmctld gives the step's credential, slurmd's fanout tree carries the
  * blocks), into every node's cache directory (the same path on each node):
  *
- *   CACHE/UID/KEY.sqsh.in-JOB.STEP    the image as it arrived on this node
- *   CACHE/UID/KEY.sqsh.sum-JOB.STEP   sent after it: "SHA256 SIZE" of the copy the first
- *                                     node itself received, or "none" when it sent nothing
- *                                     (its own tree was there, or the broadcast failed)
+ *   CACHE/UID/copy-JOB.STEP.in    the image as it arrived on this node
+ *   CACHE/UID/copy-JOB.STEP.sum   sent after it: "SHA256 SIZE INO MTIME_S MTIME_NS": the
+ *                                 digest of the copy the first node itself received, the
+ *                                 image's inode, size and mtime there; or "none" when it
+ *                                 sent nothing (its own tree was there, or the broadcast
+ *                                 failed)
+ *
+ * Named by the step, not by the cache key: each node's key covers its own view of the file,
+ * whose device number differs from client to client of a network file system.
  *
  * Every node that fills its cache in that step waits for the record (for as long as the
- * job's kept container lives) and extracts from its copy when the copy has that size and
- * digest; on "none", or a copy that does not match, it reads the image itself, as before.
+ * job's kept container lives) and extracts from its copy when the image it sees has that
+ * inode, size and mtime and the copy that size and digest; on "none", or a copy that does
+ * not match, it reads the image itself, as before.
  * Everything is the user's, in the user's own 0700 directory: a copy is trusted as far as
  * the user's own partial tree is (a user can spoil only their own cache).
  */
@@ -37,7 +43,7 @@ int sq_copy_send(const char *cache_dir, const char *key, const char *image, cons
 
 /* On the others: wait for the record of jobstep. 1: the copy verified, its path in copy[];
  * 0: read the image itself. Never returns while no record came (the job's end ends it). */
-int sq_copy_receive(const char *cache_dir, const char *key, const char *jobstep, char *copy,
+int sq_copy_receive(const char *cache_dir, const char *image, const char *jobstep, char *copy,
 		    size_t copylen);
 
 #endif

@@ -184,7 +184,7 @@ static int fill_from(const struct keeper *k)
 		sq_copy_send(k->fill.dir, k->fill.key, k->fill.image, sh->jobstep, sh->sbcast, 0,
 			     copy, sizeof(copy));
 	else if (sh->mode != NULL && strcmp(sh->mode, "recv") == 0)
-		sq_copy_receive(k->fill.dir, k->fill.key, sh->jobstep, copy, sizeof(copy));
+		sq_copy_receive(k->fill.dir, k->fill.image, sh->jobstep, copy, sizeof(copy));
 	rv = sq_extracted_build(k->fill.dir, k->fill.key, k->fill.image, copy[0] ? copy : NULL,
 				k->fill.tool, k->fill.max);
 	return rv == 0 ? 0 : 1;

@@ -206,7 +206,7 @@ def fsx_reads(cluster: Cluster, nodes: list[str]) -> dict[str, int]:
               "ns=$(readlink /proc/$(pgrep -f \"slurmd -D -N $n\\$\" | head -1)/ns/mnt); "
               "for p in $(pgrep -f 'glusterfs.* /sroot/fsx$'); do "
               "[ \"$(readlink /proc/$p/ns/mnt)\" = \"$ns\" ] && "
-              "echo $n $(awk '/^rchar/ {print $2}' /proc/$p/io); done; done")
+              "echo $n $(awk '/^rchar/ {print $2}' /proc/$p/io); done; done; true")
     out = cluster.run(script, node=SCALE, user="root").out.split()
     return {out[i]: int(out[i + 1]) for i in range(0, len(out), 2)}
 
@@ -222,7 +222,7 @@ def test_a_jobs_nodes_read_the_image_from_fsx_once_for_their_local_copies(
     digest = push(scale, tools, repo, "copy", big_mb=48)
     tag = f"login:5000/{repo}:v1"
     # Pulled and built by a node outside the job (its page cache holds what it wrote).
-    scale.run(f"srun -N1 -w s9 --container-image={tag} true", node=SCALE, timeout=300)
+    scale.run(f"srun -N1 -w s9 --container-image={tag} cat /etc/mark", node=SCALE, timeout=300)
     image = f"{CACHE}/sha256-{digest.split(':')[1]}.sqsh"
     size = int(scale.run(f"stat -c %s {image}", node=SCALE, user="root").out)
     assert size > 40 << 20, size

@@ -47,7 +47,7 @@ def gone_image(tmp_path: Path) -> Path:
 
 def test_the_extraction_reads_the_broadcast_copy_and_removes_it(cache_probe, cache, image,
                                                                  tmp_path):
-    copy = cache / f"{KEY}.sqsh.in-7.0"
+    copy = cache / "copy-7.0.in"
     copy.write_bytes(image.read_bytes())
     out = run(cache_probe, "build", cache, KEY, gone_image(tmp_path), UNSQUASHFS, 1 << 40,
               copy)
@@ -82,7 +82,7 @@ def test_a_copy_an_earlier_run_left_in_the_partial_tree_is_read_again(cache_prob
 
 def test_a_copy_that_is_not_an_image_fails_the_run_and_leaves_nothing(cache_probe, cache,
                                                                       tmp_path):
-    copy = cache / f"{KEY}.sqsh.in-7.0"
+    copy = cache / "copy-7.0.in"
     copy.write_bytes(b"not a squashfs image" * 100)
     out = run(cache_probe, "build", cache, KEY, gone_image(tmp_path), UNSQUASHFS, 1 << 40,
               copy)
@@ -94,9 +94,8 @@ def test_a_copy_that_is_not_an_image_fails_the_run_and_leaves_nothing(cache_prob
 def test_a_dead_jobs_broadcast_leftovers_go_after_a_day(cache_probe, cache):
     day_ago = time.time() - 25 * 3600
     other = "f" * 32
-    stale = [cache / f"{other}.sqsh.in-5.0", cache / f"{other}.sqsh.sum-5.0",
-             cache / f"{other}.sqsh.out-5.0"]
-    fresh = [cache / f"{other}.sqsh.in-9.0", cache / f"{other}.sqsh.sum-9.0"]
+    stale = [cache / "copy-5.0.in", cache / "copy-5.0.sum", cache / "copy-5.0.out"]
+    fresh = [cache / "copy-9.0.in", cache / "copy-9.0.sum"]
     for p in stale + fresh:
         p.write_bytes(b"x" * 1000)
     for p in stale:
