@@ -29,7 +29,7 @@
 
 #include <stddef.h>
 
-/* Seconds after which a leftover KEY.sqsh.* of a job whose keeper died is removed by the
+/* Seconds after which a leftover copy-JOB.STEP.* of a job whose keeper died is removed by the
  * next eviction (extracted.c). */
 #define SQ_COPY_STALE_S (24LL * 3600)
 

@@ -147,7 +147,7 @@ def test_a_two_node_step_sends_its_image_once_and_both_nodes_extract_it(
     wait_trees(cluster, nodes)
     assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
     for n in nodes:
-        assert not [e for e in node_cache(cluster, n) if ".sqsh" in e or ".part" in e], \
+        assert not [e for e in node_cache(cluster, n) if "copy-" in e or ".sqsh" in e or ".part" in e], \
             (n, node_cache(cluster, n))
     # node2 keeps its tree, node3 loses its own: node2 says "none", node3 reads the image.
     cluster.run(f"rm -rf {CACHE}/*", node=NODE, user="root")
@@ -156,4 +156,5 @@ def test_a_two_node_step_sends_its_image_once_and_both_nodes_extract_it(
     assert "extracted cache hit" in mixed.err, mixed.err
     assert "extracting it on this node in the background" in mixed.err, mixed.err
     wait_trees(cluster, nodes)
-    assert not [e for e in node_cache(cluster, NODE) if ".sqsh" in e], node_cache(cluster, NODE)
+    assert not [e for e in node_cache(cluster, NODE) if "copy-" in e or ".sqsh" in e], \
+        node_cache(cluster, NODE)
