@@ -163,9 +163,11 @@ NOTES = """
 - **Bytes from /fsx per node** during a job's first container step are constant in N and a
   few hundred KB for a 64 MB image (the superblock, Enroot's reads of the image's /etc, the
   file the task reads): the image is read lazily, as with Pyxis's squashfuse, so the total
-  is linear in N but small. Not measured here: the node-local copy (jobs of at most
-  local_cache_max_nodes = 16 nodes) reads the whole image on every node of such a job in
-  the background after its first step, O(N) reads of the image for N <= 16.
+  is linear in N but small. The node-local copy (jobs of at most local_cache_max_nodes =
+  16 nodes) reads the whole image once per step, on the step's first node, which sends it
+  to the others with sbcast (bench/bench_local_copy.py, results in local-copy.md: 66 MB
+  read from /fsx for 15 nodes' copies of a 66 MB image, against 926 MB when each node
+  reads it, as every node did before).
 - **What a waiting node shows**: while one node pulls, the step's first node puts one line
   every 5 s on srun's stderr, `squall: progress: node3 pulls REF: 312.0 MiB of 1.9 GiB,
   45.2 MiB/s` or `squall: progress: waiting for node3 (pid N), which pulls REF: ...`; the

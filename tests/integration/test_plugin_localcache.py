@@ -20,6 +20,8 @@ from .test_plugin_cleanup import leftovers, wait_clean
 
 NODE = "node3"
 CACHE = "/var/lib/squall/cache/1000"
+# A complete tree: KEY/rootfs, KEY 32 hex digits (KEY.part/rootfs is one being made).
+KEY_GLOB = "????????????????????????????????"
 
 
 def cache_entries(cluster: Cluster) -> list[str]:
@@ -124,7 +126,7 @@ def node_cache(cluster: Cluster, node: str) -> list[str]:
 
 def wait_trees(cluster: Cluster, nodes: tuple[str, ...], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while not all(cluster.run(f"ls -d {CACHE}/*/rootfs", node=n, user="root",
+    while not all(cluster.run(f"ls -d {CACHE}/{KEY_GLOB}/rootfs", node=n, user="root",
                               check=False).rc == 0 for n in nodes):
         assert time.monotonic() < deadline, {n: node_cache(cluster, n) for n in nodes}
         time.sleep(1)
@@ -147,8 +149,8 @@ def test_a_two_node_step_sends_its_image_once_and_both_nodes_extract_it(
     wait_trees(cluster, nodes)
     assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
     for n in nodes:
-        assert not [e for e in node_cache(cluster, n) if "copy-" in e or ".sqsh" in e or ".part" in e], \
-            (n, node_cache(cluster, n))
+        left = node_cache(cluster, n)
+        assert not [e for e in left if "copy-" in e or ".sqsh" in e or ".part" in e], (n, left)
     # node2 keeps its tree, node3 loses its own: node2 says "none", node3 reads the image.
     cluster.run(f"rm -rf {CACHE}/*", node=NODE, user="root")
     mixed = cluster.run(f"srun -N2 -w node2,{NODE} --container-image={image} "

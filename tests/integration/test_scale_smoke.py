@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NODES = 16
 SCALE = "scale"
 CACHE = "/fsx/squall/images"
+# A complete tree: KEY/rootfs, KEY 32 hex digits (KEY.part/rootfs is one being made).
+KEY_GLOB = "????????????????????????????????"
 # Two nodes whose clocks are 24 minutes apart, the others on time: their GlusterFS clients
 # stamp what they write with their own clock (docker/scale/scale-node.sh), and the builds
 # the tests run there see the same clock (libfaketime, as docker/scale/faketime.sh).
@@ -237,8 +239,8 @@ def test_a_jobs_nodes_read_the_image_from_fsx_once_for_their_local_copies(
         while len(trees) < len(nodes) and time.monotonic() < deadline:
             time.sleep(2)
             for n in nodes:
-                if n not in trees and on_node(scale, n, "ls -d /var/lib/squall/cache/1000/*/rootfs",
-                                              check=False).rc == 0:
+                tree = f"ls -d /var/lib/squall/cache/1000/{KEY_GLOB}/rootfs"
+                if n not in trees and on_node(scale, n, tree, check=False).rc == 0:
                     trees[n] = True
     finally:
         scale.run("scancel -u squall", node=SCALE, user="root", check=False)
