@@ -18,6 +18,14 @@ const char *sq_extracted_tool(void);
  * fixed list (/usr/bin, /usr/local/bin, /opt/slurm/bin: ParallelCluster's), or NULL. */
 const char *sq_extracted_sbcast(void);
 
+/* As root, in the job epilog: remove the job's copies of its images that no extraction
+ * took (keeper/shared_copy.h: LOCAL_CACHE/UID/copy-JOBID.STEP.*; a node in a step whose
+ * kept container it did not start receives one too). The directories are opened and
+ * checked as the plugin makes them (root's, then the user's); entries are unlinked
+ * relative to the user's, never followed, directories left. The number removed, -1 when
+ * the directory is missing or refused. */
+int sq_extracted_drop_copies(const char *local_cache, long uid, unsigned int jobid);
+
 /* 1 when CACHE_DIR/KEY is complete. */
 int sq_extracted_ready(const char *cache_dir, const char *key);
 

@@ -16,6 +16,7 @@
 
 #include "enroot.h"
 #include "epilog.h"
+#include "extracted_name.h"
 #include "keeper.h"
 #include "named.h"
 #include "running.h"
@@ -130,6 +131,9 @@ void sq_epilog_run(const struct sq_config *cfg, spank_t sp)
 		slurm_error("squall: job epilog: no job id or user id from Slurm");
 		return;
 	}
+	/* Copies a step sent to nodes whose extraction did not take them (shared_copy.h). */
+	if (cfg->local_cache_gb > 0)
+		sq_extracted_drop_copies(cfg->local_cache, (long)uid, jobid);
 	rtfd = epilog_runtime_dir(cfg, jobid, uid);
 	if (rtfd < 0)
 		return;

@@ -10,6 +10,7 @@ only the cache, in /var/lib/squall/cache/UID on the node (docs/plugin.md).
 
 from __future__ import annotations
 
+import shlex
 import time
 
 import pytest
@@ -159,4 +160,21 @@ def test_a_two_node_step_sends_its_image_once_and_both_nodes_extract_it(
     assert "extracting it on this node in the background" in mixed.err, mixed.err
     wait_trees(cluster, nodes)
     assert not [e for e in node_cache(cluster, NODE) if "copy-" in e or ".sqsh" in e], \
+        node_cache(cluster, NODE)
+
+
+def test_a_copy_no_extraction_takes_goes_with_the_job(cluster: Cluster, image: str) -> None:
+    """node3's kept container starts in the job's first step; the second step's first node,
+    node2, sends the image to both, and node3 (its kept container reused: no extraction
+    waits for it) keeps the copy until the job epilog removes it."""
+    for n in ("node2", NODE):
+        cluster.run(f"rm -rf {CACHE}/*", node=n, user="root")
+    script = (f"srun -N1 -w {NODE} --container-image={image} true; "
+              f"srun -N2 -w node2,{NODE} --container-image={image} sleep 8; "
+              f"srun -N1 -w {NODE} ls {CACHE}")
+    res = cluster.run(f"salloc -N2 -w node2,{NODE} bash -c {shlex.quote(script)}",
+                      timeout=300)
+    assert [e for e in res.out.split() if e.startswith("copy-")], res   # it came
+    assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+    assert not [e for e in node_cache(cluster, NODE) if e.startswith("copy-")], \
         node_cache(cluster, NODE)
