@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_scale import RESULTS, SCALE, push, sh, with_push_tools  # noqa: E402
 from tests.integration.cluster import Cluster  # noqa: E402
+from tests.integration.test_scale_smoke import fsx_reads  # noqa: E402
 
 CACHE = "/var/lib/squall/cache/1000"
 # A complete tree: KEY/rootfs, KEY 32 hex digits (KEY.part/rootfs is one being made).
@@ -46,17 +47,6 @@ IMAGES = "/fsx/squall/images"
 
 def enter(node: str) -> str:
     return f"nsenter -t $(pgrep -f 'slurmd -D -N {node}$' | head -1) -m -u --"
-
-
-def fsx_reads(cluster: Cluster, nodes: list[str]) -> dict[str, int]:
-    """Each node's GlusterFS client's rchar (the glusterfs process in its mount namespace)."""
-    script = ("for n in " + " ".join(nodes) + "; do "
-              "ns=$(readlink /proc/$(pgrep -f \"slurmd -D -N $n\\$\" | head -1)/ns/mnt); "
-              "for p in $(pgrep -f 'glusterfs.* /sroot/fsx$'); do "
-              "[ \"$(readlink /proc/$p/ns/mnt)\" = \"$ns\" ] && "
-              "echo $n $(awk '/^rchar/ {print $2}' /proc/$p/io); done; done; true")
-    out = cluster.run(script, node=SCALE, user="root").out.split()
-    return {out[i]: int(out[i + 1]) for i in range(0, len(out), 2)}
 
 
 def has_tree(cluster: Cluster, node: str) -> bool:
