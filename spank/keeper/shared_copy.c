@@ -140,21 +140,37 @@ static int send_record(const char *cache_dir, const char *jobstep, const char *s
 	return rv;
 }
 
-/* The source this node sends: the copy an earlier job left in KEY.part, else the image. */
-static int open_source(const char *cache_dir, const char *key, const char *image)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s.part/image.sqsh", cache_dir, key);
-	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
-	return fd >= 0 ? fd : sq_open_regular(AT_FDCWD, image, 0, NULL);
-}
-
 static int same_file(const struct stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
 	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The source this node sends: the copy an earlier job left in KEY.part (its key names the
+ * image as it was: same size), else the image, the very file stat'ed as shared (not one
+ * renamed over its path in between). -1 when neither. */
+static int open_source(const char *cache_dir, const char *key, const char *image,
+		       const struct stat *shared)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s.part/image.sqsh", cache_dir, key);
+	fd = sq_open_regular(AT_FDCWD, path, SQ_OPEN_NOFOLLOW, NULL);
+	if (fd < 0)
+		fd = sq_open_regular(AT_FDCWD, image, 0, NULL);
+	else if (fstat(fd, &st) < 0 || st.st_size != shared->st_size) {
+		close(fd);
+		fd = sq_open_regular(AT_FDCWD, image, 0, NULL);
+	} else {
+		return fd;
+	}
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !same_file(&st, shared))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
 /* The copy at path, when it is a regular file of size bytes with digest hex. */
@@ -187,7 +203,7 @@ int sq_copy_send(const char *cache_dir, const char *key, const char *image, cons
 	 * one, or this node's copy of it that an earlier job left (its key names that file). */
 	if (stat(image, &shared) < 0)
 		goto none;
-	fd = open_source(cache_dir, key, image);
+	fd = open_source(cache_dir, key, image, &shared);
 	/* sbcast reads the file this descriptor holds: the one checked, whatever its name
 	 * becomes meanwhile (a tag rebuilt over the path). */
 	if (!copy[0] || fd < 0 || fstat(fd, &before) < 0 || fcntl(fd, F_SETFD, 0) < 0)
@@ -207,8 +223,6 @@ int sq_copy_send(const char *cache_dir, const char *key, const char *image, cons
 		goto none;
 	}
 	close(fd2);
-	if (shared.st_size != before.st_size)
-		goto none;
 	snprintf(text, sizeof(text), "%s %lld %llu %lld %ld\n", hex, (long long)shared.st_size,
 		 (unsigned long long)shared.st_ino, (long long)shared.st_mtim.tv_sec,
 		 (long)shared.st_mtim.tv_nsec);
