@@ -127,7 +127,7 @@ def write(results: list[dict[str, object]], meta: dict[str, object]) -> None:
                      f"{s['total'] / mb:.1f} | {e['total'] / mb:.1f} | "
                      f"{s['total'] / max(1, e['total']):.2f} | "
                      f"{s['to_all_trees_s']} / {e['to_all_trees_s']} | "
-                     f"{float(r.get('later_job_per_node_mean', 'nan')) / mb:.2f} |")
+                     f"{float(r.get('later_job_per_node_mean', 'nan')) / mb:.2f} |")  # type: ignore[arg-type]
     lines += ["", "- shared: no node had the tree; the step's first node read the image and "
               "sent it with sbcast, the others extracted from their copy (constant in N: "
               "one read of the image, plus each node's few lazy reads of the step's start).",
