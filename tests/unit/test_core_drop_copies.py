@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gate import need_root
 from squall._core import lib
 
 UID = 4321
@@ -22,8 +23,7 @@ UID = 4321
 
 @pytest.fixture()
 def cache(tmp_path) -> Path:
-    if os.geteuid() != 0:
-        pytest.skip("the epilog runs as root: the directories are root's and the user's")
+    need_root("the epilog runs as root: the directories are root's and the user's")
     top = tmp_path / "cache"
     top.mkdir(mode=0o755)
     user = top / str(UID)
