@@ -68,14 +68,21 @@ static int run_plain(char *const argv[])
 	return status;
 }
 
-/* sbcast -f -j JOBSTEP SOURCE DEST, tried again when it fails (a node that has not made
- * its cache directory yet fails the whole broadcast). 0 ok, -1 failed. */
+/* sbcast -f -j JOBID SOURCE DEST: to the job's nodes, never to a step's. Slurm 24.11's
+ * slurmctld, asked for the credential of a step that has ended (a short step ends while
+ * its first node still sends), keeps a lock it took: the next request that writes (a
+ * scancel, a requeue) hangs, and slurmctld aborts ("lock_slurmctld:
+ * pthread_rwlock_rdlock(): Resource temporarily unavailable"; seen on the mini cluster,
+ * tests/integration/test_plugin_localcache.py). Tried again when it fails (a node that has
+ * not made its cache directory yet fails the whole broadcast). 0 ok, -1 failed. */
 static int broadcast(const char *sbcast, const char *jobstep, const char *source,
 		     const char *dest)
 {
-	char *const argv[] = { (char *)sbcast, "-f", "-j", (char *)jobstep, (char *)source,
-			       (char *)dest, NULL };
+	char job[24];
+	char *const argv[] = { (char *)sbcast, "-f", "-j", job, (char *)source, (char *)dest,
+			       NULL };
 
+	snprintf(job, sizeof(job), "%.*s", (int)strcspn(jobstep, "."), jobstep);
 	for (int i = 0; i < SEND_TRIES; i++) {
 		int status = run_plain(argv);
 

@@ -3,9 +3,11 @@
  * step that fill their node-local cache (issue 27: the extraction read the whole image from
  * /fsx on every node of a job, O(N) reads of it).
  *
- * The step's first node sends the image with Slurm's own broadcast, `sbcast` run as the
- * job's user (slurmctld gives the step's credential, slurmd's fanout tree carries the
- * blocks), into every node's cache directory (the same path on each node):
+ * The step's first node sends the image with Slurm's own broadcast, `sbcast -j JOBID` run
+ * as the job's user (slurmctld gives the job's credential, slurmd's fanout tree carries
+ * the blocks), into every node's cache directory (the same path on each node), the job's
+ * nodes, not only the step's (shared_copy.c says why); what no extraction takes goes with
+ * the job's epilog:
  *
  *   CACHE/UID/copy-JOB.STEP.in    the image as it arrived on this node
  *   CACHE/UID/copy-JOB.STEP.sum   sent after it: "SHA256 SIZE INO MTIME_S MTIME_NS": the

@@ -178,3 +178,27 @@ def test_a_copy_no_extraction_takes_goes_with_the_job(cluster: Cluster, image: s
     assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
     assert not [e for e in node_cache(cluster, NODE) if e.startswith("copy-")], \
         node_cache(cluster, NODE)
+
+
+def test_a_step_that_ends_while_its_image_is_sent_leaves_slurmctld_answering(
+        cluster: Cluster, image: str) -> None:
+    """A short step ends while its first node still sends the image (the record comes after
+    the digest). Asked for the credential of a step that had ended, Slurm 24.11's slurmctld
+    kept a lock: the next request that writes hung and slurmctld aborted
+    ("lock_slurmctld: pthread_rwlock_rdlock(): Resource temporarily unavailable"). The
+    broadcast goes to the job, never to a step."""
+    for n in ("node2", NODE):
+        cluster.run(f"rm -rf {CACHE}/*", node=n, user="root")
+    out = f"/fsx/home/squall/short-step-{time.time_ns()}.out"
+    jobid = cluster.sbatch(f"#!/bin/bash\nsrun -N2 --container-image={image} true\n"
+                           "sleep 60\n", f"-N2 -w node2,{NODE} -o {out}")
+    try:
+        wait_trees(cluster, ("node2", NODE))
+        # The second request that writes, once every node is done with the broadcast.
+        for _ in range(2):
+            res = cluster.run(f"scontrol update jobid={jobid} comment=still-answering",
+                              user="root", timeout=30, check=False)
+            assert res.rc == 0, f"slurmctld no longer takes a write: {res}"
+        assert "still-answering" in cluster.run(f"scontrol show job {jobid}", user="root").out
+    finally:
+        cluster.run(f"scancel {jobid}", user="root", check=False, timeout=30)
