@@ -134,11 +134,12 @@ def write(results: list[dict[str, object]], meta: dict[str, object]) -> None:
               "- each reads: the first node kept its tree (so it sent \"none\") and every "
               "other node read the image itself: what every node of such a job did before "
               "issue 27 (linear in N; before, the first node read it too: N x the image).",
-              "- later job: a job's start (`cat /etc/mark`) once every node has its "
-              "tree: the container starts from the tree, not from /fsx (the plugin still "
-              "reads the image's superblock for its key). Through squashfuse, as Pyxis "
-              "reads, a start costs a node about what the shared column's other nodes "
-              "read.",
+              "- later job: a job's start (`cat /etc/mark`, the image a registry tag) once "
+              "every node has its tree: the container starts from the tree, not from /fsx; "
+              "what a node still reads is the image cache's lookup of the job's tag and the "
+              "image's superblock for the key (not broken down further). Through "
+              "squashfuse, as Pyxis reads, a start costs a node about what the shared "
+              "column's other nodes read (1.7 MB here).",
               "- Both include each node's lazy reads of the step's start through squashfuse "
               "(about 1.7 MB a node here: Enroot's reads of the image's /etc, the task's "
               "files), linear in N and small.",
