@@ -59,20 +59,20 @@ def test_basic_auth_password_from_commands(basic_registry, cache_dir, clean_env)
     ref = f"{basic_registry.host}/team/cmd:1"
     pwfile = clean_env / "pw.txt"
     pwfile.write_text(BASIC_PASSWORD + "\n")
-    write_credentials(clean_env, f"machine 127.0.0.1 login {BASIC_USER} password "
+    write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  f"$(cat {pwfile})\n")
     proc = sqshbuild(["-q", "--cache-dir", str(cache_dir), ref], run_env(clean_env))
     assert proc.returncode == 0, proc.stderr
     assert cat(Path(proc.stdout.strip()), "c") == "cmd"
     # printf with arguments: the whole rest of the line goes to the shell, as Enroot does
     head, tail = BASIC_PASSWORD[:5], BASIC_PASSWORD[5:]
-    write_credentials(clean_env, f"machine 127.0.0.1 login {BASIC_USER} password "
+    write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  f"$(printf '%s%s' '{head}' '{tail}')\n")
     proc = sqshbuild(["-q", "--cache-dir", str(cache_dir / "b"), ref], run_env(clean_env))
     assert proc.returncode == 0, proc.stderr
     # a command that fails: the one error line names it, never what it printed (its
     # stderr may hold the secret)
-    write_credentials(clean_env, f"machine 127.0.0.1 login {BASIC_USER} password "
+    write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  "$(echo 'sso session expired' >&2; exit 4)\n")
     err = one_error_line(sqshbuild(["--cache-dir", str(cache_dir / "c"), ref],
                                    run_env(clean_env)))
@@ -110,7 +110,7 @@ def test_a_secret_never_appears_in_output(token_registry, basic_registry, cache_
                                                        {"Cmd": ["x"]}))
     token_registry.pusher.push("private/leak", "1", Image([layer(("file", "l", "l"))],
                                                           {"Cmd": ["x"]}))
-    write_credentials(clean_env, f"machine 127.0.0.1 login {BASIC_USER} password "
+    write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  f"$(printf '%s' '{secret}')\n")
     env = run_env(clean_env)
     for args in (["-v"], ["-vv"], ["--json"]):
@@ -142,7 +142,7 @@ def test_a_credentials_file_others_can_read_gets_one_note(basic_registry, cache_
     basic_registry.pusher.push("team/note", "1", Image([layer(("file", "n", "n"))],
                                                        {"Cmd": ["x"]}))
     ref = f"{basic_registry.host}/team/note:1"
-    write_credentials(clean_env, f"machine 127.0.0.1 login {BASIC_USER} password "
+    write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  f"{BASIC_PASSWORD}\n")
     path = clean_env / ".config" / "enroot" / ".credentials"
     path.chmod(0o644)

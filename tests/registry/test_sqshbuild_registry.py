@@ -208,7 +208,7 @@ def test_basic_auth_with_enroot_credentials(basic_registry, cache_dir, clean_env
     assert "auth refused" in err
     creds = clean_env / ".config" / "enroot" / ".credentials"
     creds.parent.mkdir(parents=True)
-    creds.write_text(f"machine 127.0.0.1 login {BASIC_USER} password $TOOL_PW\n")
+    creds.write_text(f"machine {basic_registry.host} login {BASIC_USER} password $TOOL_PW\n")
     env_home = clean_env
     proc = subprocess.run([*sqshbuild_cmd(), "-q", "--cache-dir", str(cache_dir), ref],
                           env={**run_env(env_home), "TOOL_PW": BASIC_PASSWORD},

@@ -41,7 +41,7 @@ def test_password_from_a_command_as_enroot_evaluates_it(home, monkeypatch):
                      "machine d.example login u password literal$notexpanded\n")
     monkeypatch.setenv("C_PW", "from-env")
     assert find_credentials("a.example").password == SECRET
-    assert find_credentials("b.example:5000").password == "left-right"
+    assert find_credentials("b.example").password == "left-right"
     assert find_credentials("c.example").password == "from-env"
     # only a password that starts with $ is evaluated (Enroot: $6 ~ /^\$/)
     assert find_credentials("d.example").password == "literal$notexpanded"

@@ -104,11 +104,24 @@ class Credentials:
     __str__ = __repr__
 
 
+def split_port(registry: str) -> tuple[str, str]:
+    """``host:5000`` -> (host, 5000); ``host`` and ``[::1]`` -> (host, "")."""
+    host, sep, port = registry.rpartition(":")
+    if sep and port.isdigit() and (not host.startswith("[") or host.endswith("]")):
+        return host, port
+    return registry, ""
+
+
 def hosts_for(registry: str) -> list[str]:
-    """The names a credentials entry may use for ``registry``."""
+    """The names a credentials entry may use for ``registry``: exactly its host and port.
+    An entry without a port is for the registry's default port alone (HTTPS, 443): the
+    builder's password for ``host`` never goes to a server on another port of that host."""
+    host, port = split_port(registry)
     hosts = [registry]
-    if ":" in registry:
-        hosts.append(registry.rsplit(":", 1)[0])
+    if not port:
+        hosts.append(f"{host}:443")
+    elif port == "443":
+        hosts.append(host)
     if registry == "registry-1.docker.io":
         hosts += ["docker.io", "index.docker.io", DOCKER_HUB_SERVER]
     return hosts
