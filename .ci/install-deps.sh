@@ -26,11 +26,11 @@ sys.exit(not squall._core.__file__.startswith(os.getcwd() + "/")
 fi
 # NVIDIA Enroot on the host, built from its release source as the node images build it
 # (docker/enroot/build-enroot.sh): the unit tier starts containers with the real runtime.
-tarball=${SQUALL_ENROOT_TARBALL:-$PWD/../shared/deps/enroot-4.1.2.tar.gz}
-if [ "$(enroot version 2>/dev/null)" != 4.1.2 ]; then
-  [ -f "$tarball" ] || {
-    echo "install-deps: no Enroot source at $tarball: put NVIDIA's enroot-4.1.2.tar.gz there or set SQUALL_ENROOT_TARBALL" >&2
-    exit 2; }
+# The source is the release pinned in deps/pins.txt, fetched and checked by
+# docker/fetch-dep.py (SQUALL_DEPS_MIRROR=DIR on a machine without internet).
+version=$(awk '$1 == "enroot" { print $2 }' deps/pins.txt)
+if [ "$(enroot version 2>/dev/null)" != "$version" ]; then
+  tarball=$(python3 docker/fetch-dep.py enroot)
   echo "install-deps: build and install Enroot from $tarball"
   bash docker/enroot/build-enroot.sh "$tarball"
 fi

@@ -24,7 +24,8 @@ IMAGE_BINARIES = ("sh", "cat", "echo", "env", "ls", "grep", "id", "touch", "mkdi
 def prerequisites() -> None:
     # Enroot is in no package registry: .ci/install-deps.sh builds it from its source.
     skip_unless(ENROOT.is_file() and os.access(ENROOT, os.X_OK), f"{ENROOT} is not installed",
-                "bash .ci/install-deps.sh (it builds Enroot from ../shared/deps)")
+                "bash .ci/install-deps.sh (it builds Enroot from its release source, fetched "
+                "and checked against deps/pins.txt; SQUALL_DEPS_MIRROR=DIR without internet)")
     need_tool("mksquashfs", "squashfs-tools")
     need_tool("squashfuse", "squashfuse")
     need_tool("fuse-overlayfs", "fuse-overlayfs")
