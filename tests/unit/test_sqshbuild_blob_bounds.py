@@ -23,7 +23,7 @@ DIGEST = "sha256:" + "12" * 32
 def test_a_descriptor_size_is_the_bound_up_to_the_site_maximum(monkeypatch):
     monkeypatch.delenv("SQSHBUILD_MAX_BLOB_SIZE", raising=False)
     assert transport.blob_bound(DIGEST, 1234, "r/x") == 1234
-    assert transport.blob_bound(DIGEST, 0, "r/x") == 64 << 30  # no size: the maximum
+    assert transport.blob_bound(DIGEST, 0, "r/x") == 16 << 30  # no size: the site default
     monkeypatch.setenv("SQSHBUILD_MAX_BLOB_SIZE", "8M")
     assert transport.blob_bound(DIGEST, 0, "r/x") == 8 << 20
     assert transport.blob_bound(DIGEST, 8 << 20, "r/x") == 8 << 20

@@ -33,8 +33,9 @@ import zlib
 from typing import Any, BinaryIO
 
 from squall.errors import SquallError
+from squall.sqshbuild import site
 from squall.sqshbuild.pipe import grow_pipe
-from squall.sqshbuild.transport import env_number, env_size, human, short_digest
+from squall.sqshbuild.transport import env_number, human, short_digest
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -43,7 +44,7 @@ MAX_INFLATED_ENV = "SQSHBUILD_MAX_INFLATED_SIZE"
 RATIO_ENV = "SQSHBUILD_MAX_INFLATE_RATIO"
 # The biggest layers of real images (nvcr.io's PyTorch: one of 20+ GB) with room to spare:
 # this is the site's disk to protect, not a format limit.
-DEFAULT_MAX_INFLATED = 256 << 30
+DEFAULT_MAX_INFLATED = site.DEFAULTS["max_inflated_size"]
 # Layers of files, libraries and sources inflate 2-10x; 100x leaves room for text-heavy
 # ones, and still stops a gzip bomb (zeros inflate about 1000x) early.
 DEFAULT_RATIO = 100.0
@@ -111,7 +112,7 @@ def _no_room(fd: int) -> int:
 def inflate_limit(compressed: int) -> tuple[int, str]:
     """The most bytes a layer of ``compressed`` bytes (0: not known yet) may inflate to,
     and what sets that bound, for the message."""
-    most = env_size(MAX_INFLATED_ENV, DEFAULT_MAX_INFLATED)
+    most, setting = site.load().limit("max_inflated_size", MAX_INFLATED_ENV)
     ratio = env_number(RATIO_ENV, DEFAULT_RATIO)
     if ratio < 1:
         raise SquallError(f"{RATIO_ENV}={ratio:g}: give a ratio of at least 1 (a plain tar "
@@ -121,8 +122,7 @@ def inflate_limit(compressed: int) -> tuple[int, str]:
         return by_ratio, (f"the most is {ratio:g} times its {compressed} compressed bytes, "
                           f"and never less than {human(RATIO_FLOOR)} ({RATIO_ENV}): a "
                           f"decompression bomb, or raise {RATIO_ENV} if the image is real")
-    return most, (f"the most {MAX_INFLATED_ENV} allows: raise {MAX_INFLATED_ENV} if the "
-                  "image is real")
+    return most, f"the most {setting} allows: raise {setting} if the image is real"
 
 
 def gzip_tool() -> str | None:

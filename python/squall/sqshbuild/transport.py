@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from urllib3.response import BaseHTTPResponse
 
 from squall.errors import SquallError
+from squall.sqshbuild import site
 from squall.sqshbuild.cache import parse_size
 
 TIMEOUT_ENV = "SQSHBUILD_TIMEOUT"
@@ -55,10 +56,9 @@ BACKOFF_JITTER = 0.5
 MANIFEST_CAP = 4 << 20  # the distribution registry's own limit on manifests
 CONFIG_CAP = 32 << 20
 TOKEN_CAP = 1 << 20
-# Above ECR's 52,000 MiB layer quota, the largest of the big registries (Docker Hub, GHCR,
-# nvcr.io take less): no layer a registry can hold is refused, and a blob that names no
-# size cannot fill more than this.
-DEFAULT_MAX_BLOB = 64 << 30
+# The default is the site file's (site.DEFAULTS: 16 GiB); a registry's larger layers need
+# max_blob_size in /etc/squall/sqshbuild.toml.
+DEFAULT_MAX_BLOB = site.DEFAULTS["max_blob_size"]
 _SMALL_ERROR_BODY = 64 << 10
 _PIECE_1_26 = 16 << 10  # urllib3 1.26 (no read1): reads short enough for the BodyWatch
 
@@ -116,21 +116,22 @@ def short_digest(digest: str) -> str:
     return f"{algo}:{hexpart[:12]}"
 
 
-def max_blob_size() -> int:
-    """The most bytes a layer blob may have, whatever its descriptor says."""
-    return env_size(MAX_BLOB_ENV, DEFAULT_MAX_BLOB)
+def max_blob_size() -> tuple[int, str]:
+    """The most bytes a layer blob may have, whatever its descriptor says, and the setting
+    that says so (the site file's max_blob_size, lowered by SQSHBUILD_MAX_BLOB_SIZE)."""
+    return site.load().limit("max_blob_size", MAX_BLOB_ENV)
 
 
 def blob_bound(digest: str, size: int, where: str) -> int:
     """The most bytes the blob ``digest`` may bring: its descriptor's ``size``, or the site
     maximum when the descriptor gives none (0). A size above the maximum is refused here,
     before anything is downloaded."""
-    most = max_blob_size()
+    most, setting = max_blob_size()
     if size > most:
         raise SquallError(
             f"layer {short_digest(digest)} of {where} is {size} bytes ({human(size)}) by its "
-            f"manifest, more than the {most} ({human(most)}) allowed by {MAX_BLOB_ENV}: "
-            f"raise {MAX_BLOB_ENV} if the image is real")
+            f"manifest, more than the {most} ({human(most)}) allowed by {setting}: "
+            f"raise {setting} if the image is real")
     return size if size > 0 else most
 
 
@@ -139,10 +140,11 @@ def too_long(digest: str, where: str, bound: int, length: int | None = None) -> 
     ``Content-Length``, would bring) more than ``bound`` bytes."""
     got = (f"is {length} bytes by the registry's Content-Length" if length is not None else
            "goes on past that")
+    setting = max_blob_size()[1]
     return (f"layer {short_digest(digest)} of {where} names no size in its manifest and "
-            f"{got}, more than the {bound} ({human(bound)}) allowed by {MAX_BLOB_ENV}: the "
+            f"{got}, more than the {bound} ({human(bound)}) allowed by {setting}: the "
             f"download was stopped; the registry is broken or hostile, or raise "
-            f"{MAX_BLOB_ENV} if the image is real")
+            f"{setting} if the image is real")
 
 
 def retries() -> int:

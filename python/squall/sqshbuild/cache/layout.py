@@ -33,7 +33,7 @@ WORK_PREFIX = "sqshbuild-"  # scratch directories in --work-dir / TMPDIR
 FILE_MODE = 0o644
 SHARED_DIR_MODE = 0o755  # the shared cache: the builder writes, everyone reads
 PRIVATE_DIR_MODE = 0o700  # a user's own cache
-SUBDIRS = ("index", "locks", "layers", "pins")
+SUBDIRS = ("index", "locks", "layers", "pins", "shares")
 
 
 def default_cache_dir() -> Path:
