@@ -17,7 +17,8 @@ from typing import Any
 
 from squall.errors import SquallError
 from squall.log import log
-from squall.sqshbuild import enroot_files, fdtree, jsonbound, mirrors
+from squall.sqshbuild import enroot_files, fdtree, jsonbound, mirrors, site
+from squall.sqshbuild.bounds import after_publish, check_image_size
 from squall.sqshbuild.cache import index
 from squall.sqshbuild.cache.failures import BuildFailures
 from squall.sqshbuild.cache.image_cache import (
@@ -37,6 +38,7 @@ from squall.sqshbuild.cache.layout import (
 from squall.sqshbuild.cache.leftovers import remove_dead_temps, remove_dead_work_dirs
 from squall.sqshbuild.cache.pins import JobPin
 from squall.sqshbuild.cache.publish import publish
+from squall.sqshbuild.deputy import Deputy, node_local
 from squall.sqshbuild.layers import LayerCache
 from squall.sqshbuild.lock import SharedLock
 from squall.sqshbuild.outpath import OutputTarget
@@ -44,6 +46,7 @@ from squall.sqshbuild.pipe import grow_pipe
 from squall.sqshbuild.progress import PullCount, Reporter
 from squall.sqshbuild.refs import Source, parse_source
 from squall.sqshbuild.registry import (
+    Descriptor,
     Manifest,
     NotFound,
     RegistryClient,
@@ -79,6 +82,7 @@ class BuildOptions:
     work_dir: Path | None = None
     offline_ok: bool = True
     job: str = ""  # a job key (--job): a tag is resolved once for the job and pinned
+    deputy: Deputy | None = None  # --for-user: the builder working for that user
     reporter: Reporter = field(default_factory=Reporter)
     # filled in: stage -> seconds since build() started (first time the stage was reached)
     timings: dict[str, float] = field(default_factory=dict)
@@ -101,6 +105,7 @@ class BuildResult:
     sidecar: dict[str, Any]
     pipeline: str = ""
     pinned: bool = False  # this build resolved the tag for its job and pinned the digest
+    offline: str = ""  # the registry could not be reached: why, and the cached digest used
 
 
 @dataclass
@@ -199,6 +204,7 @@ def _scratch(read: list[ImageCache], opts: BuildOptions, notice: str = "") -> Ca
 def build(ref_text: str, opts: BuildOptions) -> BuildResult:
     opts.started = time.monotonic()
     check_options(opts.squash)
+    site.load()  # a bad site file stops every build at once, whatever it would have used
     src = parse_source(ref_text)
     arch = normalise_arch(opts.arch)[0] if opts.arch else host_arch()
     platform = f"linux/{arch}"
@@ -212,8 +218,12 @@ def build(ref_text: str, opts: BuildOptions) -> BuildResult:
             if src.kind == "registry":
                 conf = mirrors.load()
                 candidates = mirrors.search_candidates(src, conf)  # short names: search
+                anonymous = opts.deputy.anonymous if opts.deputy else None
                 for i, src in enumerate(candidates):  # noqa: B007
-                    client = mirrors.open_client(src, insecure_registries(opts.insecure), conf)
+                    if opts.deputy is not None:
+                        opts.deputy.check_reference(src)
+                    client = mirrors.open_client(src, insecure_registries(opts.insecure), conf,
+                                                 anonymous)
                     try:
                         resolved = _resolve_registry(src, client, caches, platform, arch, opts)
                         break
@@ -237,6 +247,8 @@ def build(ref_text: str, opts: BuildOptions) -> BuildResult:
 def _hit(cache: ImageCache, src: Source, digest: str, platform: str,
          opts: BuildOptions) -> BuildResult:
     variant = opts.squash.variant()
+    if opts.deputy is not None:
+        opts.deputy.check_hit(cache, src, digest, variant)
     cache.touch(digest, variant)
     index.remember(cache, src.canonical, platform, digest)
     path = cache.sqsh(digest, variant)
@@ -261,11 +273,27 @@ def _resolve_registry(src: Source, client: RegistryClient, caches: Caches, platf
     try:
         manifest = client.resolve(src.digest or src.tag, arch)
     except SquallError as exc:
-        if known and where and opts.offline_ok and str(exc).startswith("registry unreachable"):
-            opts.reporter.stage(f"{exc}; using the cached image {known}")
-            return _hit(where, src, known, platform, opts)
+        if known and where and _offline_ok(src, exc, opts):
+            return _offline_hit(where, src, known, platform, opts, exc)
         raise
     return manifest
+
+
+def _offline_ok(src: Source, exc: SquallError, opts: BuildOptions) -> bool:
+    """The registry could not be reached and a cached digest may stand in for the tag: not
+    for a registry of this node alone (another node's cache record names another registry's
+    image under the same name)."""
+    return (opts.offline_ok and str(exc).startswith("registry unreachable")
+            and not node_local(src.registry))
+
+
+def _offline_hit(where: ImageCache, src: Source, known: str, platform: str,
+                 opts: BuildOptions, exc: SquallError) -> BuildResult:
+    said = f"{exc}; using the cached image {known}"
+    opts.reporter.stage(said)
+    result = _hit(where, src, known, platform, opts)
+    result.offline = said
+    return result
 
 
 def _resolve_pinned(src: Source, client: RegistryClient, caches: Caches, platform: str,
@@ -314,12 +342,10 @@ def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
     except SquallError as exc:
         known = caches.lookup(src.canonical, platform, variant)
         where = caches.find(known, variant) if known else None
-        if not (known and where and opts.offline_ok
-                and str(exc).startswith("registry unreachable")):
+        if not (known and where and _offline_ok(src, exc, opts)):
             raise
-        opts.reporter.stage(f"{exc}; using the cached image {known}")
         pin.write(caches.write, known, socket.gethostname())
-        result = _hit(where, src, known, platform, opts)
+        result = _offline_hit(where, src, known, platform, opts, exc)
         result.pinned = True
         return result
     digest = manifest.digest
@@ -401,16 +427,13 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
             return _hit(cache, src, digest, platform, opts)
         if manifest is None:  # pinned by a build that did not finish: by its digest
             manifest = client.resolve(digest, arch)
+        check_image_size(manifest, src)
         _clean_dead_temps(cache, digest, variant, lock)
         layers_cache = LayerCache(cache.layer_root, cache.trust, opts.work_dir,
                                   read_only=[(c.layer_root, c.trust) for c in caches.read
                                              if c is not cache])
-        config_bytes = layers_cache.config(client, manifest.config.digest)
-        config = jsonbound.loads(config_bytes, f"config {manifest.config.digest} of "
-                                               f"{client.name}")
-        if not isinstance(config, dict):
-            raise SquallError(f"config {manifest.config.digest} of {client.name} is not a JSON "
-                              "object: the image is broken; re-push it")
+        new_layers = _new_layers(manifest, layers_cache, cache, src, opts)
+        config = _config(layers_cache, client, manifest)
         # Counted for the waiting builds, which read it in the lock file (progress.py);
         # a build that prints its progress counts already.
         count = rep if isinstance(rep, PullCount) else PullCount(rep, src.canonical)
@@ -420,12 +443,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
         rep = count
         rep.stage(f"downloading {len(manifest.layers)} layers")
         rep.download_start(sum(d.size for d in manifest.layers))
-        sidecar = {
-            "reference": src.text, "canonical": src.canonical, "manifest_digest": digest,
-            "config_digest": manifest.config.digest,
-            "layers": [d.digest for d in manifest.layers],
-            "platform": manifest.platform or _platform_of(config, platform),
-        }
+        sidecar = _sidecar(src, client, manifest, config, platform)
         # The merge starts on the top layer once it is downloaded, while the lower ones
         # still are.
         pool = ThreadPoolExecutor(max_workers=opts.jobs or default_jobs())
@@ -458,6 +476,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
                     pass  # the build's own error is the one to report
         index.remember(cache, src.canonical, platform, digest)
         failures.clear()
+        after_publish(cache, result[0], new_layers, layers_cache, digest, opts.deputy)
     except SquallError as exc:
         if lock.held:  # the builds waiting for this one fail with it (cache/failures.py)
             failures.record(exc)
@@ -471,6 +490,41 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
                 pass  # waited for above; what is left is the private layers' removal
     return BuildResult(result[0], digest, src.canonical, False, opts.elapsed(),
                        result[1], result[2])
+
+
+def _new_layers(manifest: Manifest, layers_cache: LayerCache, cache: ImageCache, src: Source,
+                opts: BuildOptions) -> list[Descriptor]:
+    """The layers this build adds to the cache, within the user's share (deputy.py)."""
+    new = [d for d in manifest.layers if not layers_cache.has(d.digest)]
+    if opts.deputy is not None:
+        opts.deputy.check_share(cache, sum(d.size for d in new), src)
+    return new
+
+
+def _config(layers_cache: LayerCache, client: RegistryClient,
+            manifest: Manifest) -> dict[str, Any]:
+    config = jsonbound.loads(layers_cache.config(client, manifest.config.digest),
+                             f"config {manifest.config.digest} of {client.name}")
+    if not isinstance(config, dict):
+        raise SquallError(f"config {manifest.config.digest} of {client.name} is not a JSON "
+                          "object: the image is broken; re-push it")
+    return config
+
+
+def _sidecar(src: Source, client: RegistryClient, manifest: Manifest, config: dict[str, Any],
+             platform: str) -> dict[str, Any]:
+    sidecar: dict[str, Any] = {
+        "reference": src.text, "canonical": src.canonical, "manifest_digest": manifest.digest,
+        "config_digest": manifest.config.digest,
+        "layers": [d.digest for d in manifest.layers],
+        "platform": manifest.platform or _platform_of(config, platform),
+    }
+    # Whose image this is (deputy.py): the registry asks for credentials at the manifest,
+    # so by now the client knows whether it sent any.
+    if client.credentialed:
+        sidecar["pulled_with_credentials"] = {"registry": client.registry,
+                                              "repository": client.repository}
+    return sidecar
 
 
 def _build_local(src: Source, caches: Caches, platform: str, arch: str,

@@ -32,6 +32,7 @@ from squall.sqshbuild.cache.image_cache import ImageCache, open_private, open_re
 from squall.sqshbuild.cache.layout import default_cache_dir, parse_size, user_cache_dir
 from squall.sqshbuild.cache.leftovers import remove_dead_work_dirs
 from squall.sqshbuild.cache.pins import check_job
+from squall.sqshbuild.deputy import Deputy
 from squall.sqshbuild.progress import ProgressLines, Reporter, human
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
 from squall.sqshbuild.trust import builder_name, is_writer
@@ -170,16 +171,22 @@ def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
               help="Resolve a tag once for this job and pin it: later builds with the same "
                    "KEY use the pinned digest without asking the registry (the plugin "
                    "passes CLUSTER-UID-JOBID).")
+@click.option("--for-user", "for_user", default="", metavar="USER",
+              help="Root or the builder building for USER's job (the plugin): only what USER "
+                   "may pull, within USER's share (docs/security.md).")
 @json_option
 @output_options
 def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, compressor: str,
               level: int, block_size: int, processors: int, enroot_compat: bool, pipeline: str,
               insecure: tuple[str, ...], jobs: int, work_dir: Path | None,
-              progress_every: float, job: str, as_json: bool) -> None:
+              progress_every: float, job: str, for_user: str, as_json: bool) -> None:
     """Build REF into the cache (or -o PATH) and print the image path (-q: only that)."""
     quiet = is_quiet()
     if job:
         check_job(job)
+    if for_user and not is_writer():
+        raise UsageError("--for-user is for root and the image builder, building the shared "
+                         "cache for a user's job: drop it to build as yourself")
     if enroot_compat:
         squash = ENROOT_COMPAT
         if pipeline == "stream":
@@ -202,12 +209,15 @@ def build_cmd(ref: str, cache_dir: Path | None, output: Path | None, arch: str, 
     squash = SquashOptions(**{**squash.__dict__, "progress": False})
     bopts = BuildOptions(cache_dir=cache_dir, output=output, arch=arch, squash=squash,
                          insecure=insecure, jobs=jobs, work_dir=work_dir, job=job,
+                         deputy=Deputy.named(for_user) if for_user else None,
                          reporter=lines or reporter)
     try:
         result = build(ref, bopts)
     finally:
         if lines is not None:
             lines.close()
+    if result.offline:  # said even with -q: the plugin passes this line on to srun
+        click.echo(f"sqshbuild: offline: {result.offline}", err=True)
     if result.pinned:  # said even with -q: the plugin passes this line on to srun
         click.echo(f"sqshbuild: job {job} pinned {result.reference} to {result.digest}: its "
                    "later steps, failover attempts and requeues run this digest", err=True)

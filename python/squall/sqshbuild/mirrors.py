@@ -272,11 +272,15 @@ class MirroredClient(RegistryClient):
     moves on to the next source on any failure, a wrong digest included."""
 
     def __init__(self, origin: Endpoint, user: str, insecure: set[str],
-                 mirrors: list[Endpoint]) -> None:
+                 mirrors: list[Endpoint], anonymous: Anonymous | None = None) -> None:
+        def why(ep: Endpoint) -> str:
+            return anonymous(ep.registry, ep.repository) if anonymous else ""
         super().__init__(origin.registry, origin.repository, user,
-                         insecure | ({origin.registry} if origin.insecure else set()))
+                         insecure | ({origin.registry} if origin.insecure else set()),
+                         anonymous=why(origin))
         self._mirrors = [(RegistryClient(ep.registry, ep.repository, "",
-                                         insecure | ({ep.registry} if ep.insecure else set())),
+                                         insecure | ({ep.registry} if ep.insecure else set()),
+                                         anonymous=why(ep)),
                           ep) for ep in mirrors]
         self._active: list[RegistryClient] = [c for c, _ in self._mirrors] + [self]
         self._next: dict[str, int] = {}
@@ -284,6 +288,11 @@ class MirroredClient(RegistryClient):
 
     def sources(self) -> list[RegistryClient]:
         return list(self._active)
+
+    @property
+    def credentialed(self) -> bool:
+        """Some source was sent a password, or a token got with one."""
+        return self.used_credentials or any(c.used_credentials for c, _ in self._mirrors)
 
     def resolve(self, reference: str, arch: str) -> Manifest:
         by_digest = reference.startswith("sha256:")
@@ -334,12 +343,19 @@ class MirroredClient(RegistryClient):
             return True
 
 
-def open_client(src: Source, insecure: set[str], conf: RegistriesConf | None = None
-                ) -> RegistryClient:
+# For a build for another user: None when the builder's credentials may be used for that
+# registry and repository, else why not (RegistryClient's ``anonymous``).
+Anonymous = Callable[[str, str], str]
+
+
+def open_client(src: Source, insecure: set[str], conf: RegistriesConf | None = None,
+                anonymous: Anonymous | None = None) -> RegistryClient:
     """The client for a registry source: with its mirrors when registries.conf has some."""
     conf = load() if conf is None else conf
     *mirrors, origin = endpoints(conf, src.registry, src.repository)
+    why = anonymous(origin.registry, origin.repository) if anonymous else ""
     if not mirrors:
         extra = {origin.registry} if origin.insecure else set()
-        return RegistryClient(origin.registry, origin.repository, src.user, insecure | extra)
-    return MirroredClient(origin, src.user, insecure, mirrors)
+        return RegistryClient(origin.registry, origin.repository, src.user, insecure | extra,
+                              anonymous=why)
+    return MirroredClient(origin, src.user, insecure, mirrors, anonymous)

@@ -113,26 +113,38 @@ class RegistryClient:
     """One repository on one registry, shared by the download threads."""
 
     def __init__(self, registry: str, repository: str, user: str = "",
-                 insecure: set[str] | None = None, retries: int | None = None) -> None:
+                 insecure: set[str] | None = None, retries: int | None = None,
+                 anonymous: str = "") -> None:
         self.registry = registry
         self.repository = repository
         self.user = user
-        plain = is_loopback(registry) or registry in (insecure or set())
+        self.insecure = set(insecure or ())
+        plain = is_loopback(registry) or registry in self.insecure
         self.base = f"{'http' if plain else 'https'}://{registry}/v2/{repository}"
         self.retries = retries or transport_retries()
+        # A build for another user (sqshbuild --for-user) never spends these credentials:
+        # the reason, said when the registry asks for some (docs/security.md).
+        self.anonymous = anonymous
+        self.used_credentials = False  # sent a password or a token got with one
         # looked up when the registry first asks (a password command runs only then)
-        self._creds: Credentials | None = find_credentials(registry, user) if user else None
-        self._creds_looked = bool(user)
+        self._creds: Credentials | None = (find_credentials(registry, user)
+                                           if user and not anonymous else None)
+        self._creds_looked = bool(user) or bool(anonymous)
         self._auth_header: str | None = None
         self._auth_expires = float("inf")  # a Bearer token is reused until then
         self._challenge: Challenge | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
-        if user and self._creds is None:
+        if user and self._creds is None and not anonymous:
             raise SquallError(
                 f"no credentials for user {user!r} on {registry}: add 'machine "
                 f"{registry.split(':')[0]} login {user} password ...' to "
                 "~/.config/enroot/.credentials or run 'docker login'")
+
+    @property
+    def credentialed(self) -> bool:
+        """This client sent a password, or a token it got with one."""
+        return self.used_credentials
 
     @property
     def session(self) -> requests.Session:
@@ -177,6 +189,7 @@ class RegistryClient:
                 if used is not None and used == creds.basic_header():
                     raise self._refused(f"it refused the credentials from {creds.origin}")
                 self._auth_header = creds.basic_header()
+                self.used_credentials = True
                 return
             if challenge.scheme == "bearer":
                 self._set_bearer(challenge, used)
@@ -199,6 +212,9 @@ class RegistryClient:
         if challenge.params.get("service"):
             params["service"] = challenge.params["service"]
         creds = self.credentials()
+        if creds is not None and not self._may_send_to(realm):
+            creds = None  # asked anonymously: a refusal says why (_refused)
+            self._plain_realm = realm
         headers = {}
         try:
             if creds is not None and creds.identity_token:
@@ -236,11 +252,25 @@ class RegistryClient:
         remember_secret(token)
         if used is not None and used == f"Bearer {token}":
             raise self._refused("it refused a fresh token")
+        self.used_credentials = self.used_credentials or creds is not None
         return token, lifetime
+
+    def _may_send_to(self, url: str) -> bool:
+        """A password goes over HTTPS, to a server on this node, or to a plain-HTTP one the
+        site declared insecure (registries.conf, --insecure-registry): never in the clear
+        over a network to a place nobody vouched for (a token realm names any URL)."""
+        scheme, _, rest = url.partition("://")
+        hostport = rest.split("/", 1)[0].rpartition("@")[2]
+        return scheme.lower() == "https" or is_loopback(hostport) or hostport in self.insecure
 
     def _refused(self, why: str) -> Refused:
         hint = ("check the user and password in ~/.config/enroot/.credentials or "
                 "~/.docker/config.json (or NGC_API_KEY for nvcr.io)")
+        if self.anonymous:
+            hint = f"asked anonymously: {self.anonymous}"
+        elif getattr(self, "_plain_realm", ""):
+            hint = (f"no password is sent over plain HTTP to {self._plain_realm}: declare "
+                    "its host insecure in registries.conf if that is meant")
         return Refused(f"auth refused by {self.registry} for {self.repository}: {why}; {hint}")
 
     # -- requests -------------------------------------------------------------------------
