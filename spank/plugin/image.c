@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,16 +113,18 @@ static void add_note(struct sq_image *img, const char *line)
 		snprintf(img->note + n, sizeof(img->note) - n, "%s%s", n ? "\n" : "", line);
 }
 
-/* sqshbuild's line when this build pinned the job's digest, passed on to srun. */
+/* sqshbuild's lines for srun: this build pinned the job's digest, or the registry could
+ * not be reached and a cached digest stands in for the tag. */
 static void pass_pin_line(int fd, struct sq_image *out)
 {
-	static const char prefix[] = "sqshbuild: job ";
+	static const char prefix[] = "sqshbuild: job ", offline[] = "sqshbuild: offline: ";
 	char *text = sq_capture_read(fd), *line, *save = NULL;
 	char note[1024];
 
 	for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
 	     line = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(line, prefix, sizeof(prefix) - 1) != 0)
+		if (strncmp(line, prefix, sizeof(prefix) - 1) != 0 &&
+		    strncmp(line, offline, sizeof(offline) - 1) != 0)
 			continue;
 		snprintf(note, sizeof(note), "squall: %s", line + strlen("sqshbuild: "));
 		add_note(out, note);
@@ -165,12 +168,14 @@ static void pass_progress(int err_fd, void *arg)
 }
 
 /* One run of `sqshbuild build`: 0 when it ran (*status; line: its last stdout line when
- * it exited 0, else its last stderr line), -1 with err. */
+ * it exited 0, else its last stderr line), -1 with err. for_user: the job user's name when
+ * the builder runs it (it then does only what that user may: docs/security.md). */
 static int run_build(const char *text, const struct sq_image_env *e, char *const envp[],
-		     const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
-		     char *line, size_t linelen, struct sq_image *out, char *err, size_t errlen)
+		     const struct sq_cred *cred, const struct sq_spawn_opts *o,
+		     const char *for_user, int *status, char *line, size_t linelen,
+		     struct sq_image *out, char *err, size_t errlen)
 {
-	const char *argv[12];
+	const char *argv[16];
 	char every[16];
 	struct progress_pass pass = { 0, e->say };
 	struct sq_spawn_opts with = o != NULL ? *o : (struct sq_spawn_opts){ NULL, -1, NULL, 0,
@@ -186,6 +191,10 @@ static int run_build(const char *text, const struct sq_image_env *e, char *const
 	if (e->job != NULL && e->job[0] != '\0') {
 		argv[n++] = "--job";
 		argv[n++] = e->job;
+	}
+	if (for_user != NULL) {
+		argv[n++] = "--for-user";
+		argv[n++] = for_user;
 	}
 	if (e->progress_s > 0 && e->say != NULL) {
 		snprintf(every, sizeof(every), "%d", e->progress_s);
@@ -207,15 +216,31 @@ static int run_build(const char *text, const struct sq_image_env *e, char *const
 	return 0;
 }
 
+/* The job user's name, for the builder's --for-user; 0 ok, -1 with err. */
+static int user_name(uid_t uid, char *name, size_t namelen, char *err, size_t errlen)
+{
+	struct passwd pw, *res = NULL;
+	char buf[16384];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL ||
+	    strlen(pw.pw_name) >= namelen)
+		return sq_errf(err, errlen, "the job's user (uid %u) has no name on %s: the "
+			       "image builder builds only for a named user; check the node's "
+			       "user database", (unsigned)uid, host());
+	snprintf(name, namelen, "%s", pw.pw_name);
+	return 0;
+}
+
 /* As the builder when the node has one: 1 it ran (*status, line), 0 build as the user
- * (no builder, or it may not pull this: exit status 3), -1 with err. */
+ * (no builder, or it may not pull this for the user: exit status 3), -1 with err. */
 static int build_as_builder(const char *text, const struct sq_image_env *e,
 			    struct sq_image *out, int *status, char *line, size_t linelen,
 			    char *err, size_t errlen)
 {
 	const struct sq_spawn_opts in_root = { "/", 022, NULL, 0, NULL, NULL };
+	static const char prefix[] = "sqshbuild: error: ";
 	struct sq_builder b;
-	char note[1024];
+	char note[2048], name[256];
 	int rc;
 
 	if (sq_builder_find(e->builder_conf, &b, note, sizeof(note)) == 0) {
@@ -223,15 +248,22 @@ static int build_as_builder(const char *text, const struct sq_image_env *e,
 		return 0;
 	}
 	add_note(out, note);
-	rc = run_build(text, e, b.envp, &b.cred, &in_root, status, line, linelen, out, err,
-		       errlen);
+	if (user_name(e->cred->uid, name, sizeof(name), err, errlen) < 0) {
+		sq_builder_free(&b);
+		return -1;
+	}
+	rc = run_build(text, e, b.envp, &b.cred, &in_root, name, status, line, linelen, out,
+		       err, errlen);
 	sq_builder_free(&b);
 	if (rc < 0)
 		return -1;
 	if (!WIFEXITED(*status) || WEXITSTATUS(*status) != SQ_BUILD_REFUSED)
 		return 1;
+	/* Why the builder would not (its one error line), so the user knows what follows. */
 	snprintf(note, sizeof(note), "squall: the image builder may not pull %s; building it "
-		 "as you, in your own cache", text);
+		 "as you, in your own cache (%.1024s)", text,
+		 strncmp(line, prefix, sizeof(prefix) - 1) == 0 ? line + sizeof(prefix) - 1 :
+		 line);
 	add_note(out, note);
 	return 0;
 }
@@ -252,8 +284,8 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 	if (ran < 0)
 		return -1;
 	/* No builder, or it may not pull this: as the user, with the job's environment. */
-	if (ran == 0 && run_build(text, e, e->envp, e->cred, NULL, &status, line, sizeof(line),
-				  out, err, errlen) < 0)
+	if (ran == 0 && run_build(text, e, e->envp, e->cred, NULL, NULL, &status, line,
+				  sizeof(line), out, err, errlen) < 0)
 		return -1;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char why[64];

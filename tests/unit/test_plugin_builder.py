@@ -256,12 +256,15 @@ def test_refused_to_the_builder_it_is_built_as_the_user(probe, builder, world, t
     user = pwd.getpwnam(USER)
     assert out["rc"] == ["0"], out
     assert out["path"] == [f"{world}/img.sqsh"]
+    # the builder's own reason, after what happens next
     assert out["note"] == [f"squall: the image builder may not pull {REF}; building it as "
-                           "you, in your own cache"]
+                           "you, in your own cache (unauthorized: the registry refused it)"]
     assert order(world) == [builder.pw_uid, user.pw_uid]
     argv = ["build", "--quiet", "--cache-dir", "/fsx/squall/images", REF]
     b = record(world, builder.pw_uid)
-    assert b["arg"] == argv and b["cwd"] == ["/"] and b["gid"] == [str(builder.pw_gid)]
+    # the builder works for the job's user, and only as far as she may (deputy.py)
+    assert b["arg"] == argv[:-1] + ["--for-user", USER, REF]
+    assert b["cwd"] == ["/"] and b["gid"] == [str(builder.pw_gid)]
     assert set(b["groups"][0].split()) == {str(g) for g in
                                            os.getgrouplist(BUILDER, builder.pw_gid)}
     env = {e.split("=", 1)[0]: e.split("=", 1)[1] for e in b["env"]}
