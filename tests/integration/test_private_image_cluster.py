@@ -112,3 +112,51 @@ def test_bob_pulls_his_private_image_into_his_own_cache_alice_gets_one_line(
         res = cluster.run(attempt, user="alice", check=False)
         assert res.rc != 0 and re.search("Permission denied|cannot open|failed to open",
                                          res.err), (attempt, res)
+
+
+BUILDER_CREDS = "/var/lib/squall-builder/.config/enroot/.credentials"
+SITE = "/etc/squall/sqshbuild.toml"
+
+
+@pytest.fixture
+def builder_holds_the_private_registrys_key(cluster: Cluster):
+    """The site puts a key of its own in the builder's credentials (docs/security.md): here
+    the private registry's one account, on every node, as root would."""
+    secret = cluster.run(f"cat {PRIVATE_PASSWORD}", user="root").out.strip()
+    for node in ("node1", "node2", "node3"):
+        cluster.run(f"install -d -o squall-builder -g squall-builder -m 0700 "
+                    f"$(dirname {BUILDER_CREDS}) && umask 077 && printf '%s\\n' "
+                    f"'machine {PRIVATE} login bob password {secret}' > {BUILDER_CREDS} && "
+                    f"chown squall-builder: {BUILDER_CREDS}", node=node, user="root")
+    yield secret
+    for node in ("node1", "node2", "node3"):
+        cluster.run(f"rm -f {BUILDER_CREDS} {SITE}", node=node, user="root")
+
+
+def test_alice_cannot_make_the_builder_pull_what_only_its_key_reaches(
+        cluster: Cluster, tools: str, builder_holds_the_private_registrys_key) -> None:  # noqa: F811
+    """Issue 39's confused deputy: with the builder's own key for the private registry,
+    alice asked for a repository she may not pull and read it in the shared cache. The
+    builder now asks anonymously for her; she gets the registry's refusal in one line, and
+    nothing lands in the shared cache. Once the site shares the key for a repository, her
+    step gets it through the builder."""
+    tag = uuid.uuid4().hex[:8]
+    pushed = push_private(cluster, tools, f"private/deputy-{tag}")
+    ref = f"{PRIVATE}/private/deputy-{tag}:v1"
+    res = cluster.run(f"srun -N1 -w node1 --container-image={ref} printenv GREETING",
+                      user="alice", check=False, timeout=300)
+    assert res.rc != 0 and "from-the-image" not in res.out, res
+    assert res.err.count(FALLBACK.format(ref=ref)) == 1, res
+    assert "the builder's credentials are not shared for login:5001/private/deputy-" \
+        in res.err, res
+    assert images_in(cluster, CACHE, pushed["digest"]) == []
+    assert builder_holds_the_private_registrys_key not in res.err + res.out
+    # the site shares the key for private/: now the builder pulls it for her
+    for node in ("node1", "node2", "node3"):
+        cluster.run(f"printf '[credentials]\\nshared = [\"{PRIVATE}/private\"]\\n' > {SITE}",
+                    node=node, user="root")
+    res = cluster.run(f"srun -N1 -w node1 --container-image={ref} printenv GREETING",
+                      user="alice", timeout=300)
+    assert res.out.split() == ["from-the-image"], res
+    assert "may not pull" not in res.err, res
+    assert images_in(cluster, CACHE, pushed["digest"]) != []
