@@ -82,8 +82,11 @@ def test_offline_fallback_serves_the_last_digest_of_a_tag(pushed, cache_dir, cle
     from squall.sqshbuild.cache import index
     from squall.sqshbuild.cache.image_cache import open_shared
     cache = open_shared(cache_dir)
-    dead = f"127.0.0.1:{free_port()}"
+    # A name that never resolves (RFC 2606): a registry of this node alone (a loopback
+    # port) is never served offline (test_builder_deputy.py).
+    dead = f"dead-registry.invalid:{free_port()}"
     dead_ref = f"{repo.replace(host, dead)}:v1"
+    monkeypatch.setenv("SQSHBUILD_RETRIES", "1")
     platform = f"linux/{os.uname().machine.replace('x86_64', 'amd64').replace('aarch64', 'arm64')}"
     from squall.sqshbuild.refs import parse_source
     index.remember(cache, parse_source(dead_ref).canonical, platform, digest)
