@@ -179,7 +179,8 @@ static int run_build(const char *text, const struct sq_image_env *e, char *const
 	char every[16];
 	struct progress_pass pass = { 0, e->say };
 	struct sq_spawn_opts with = o != NULL ? *o : (struct sq_spawn_opts){ NULL, -1, NULL, 0,
-									      NULL, NULL };
+									      NULL, NULL,
+									      e->cgroup_procs };
 	struct sq_child child;
 	int n = 0, ok;
 
@@ -237,7 +238,7 @@ static int build_as_builder(const char *text, const struct sq_image_env *e,
 			    struct sq_image *out, int *status, char *line, size_t linelen,
 			    char *err, size_t errlen)
 {
-	const struct sq_spawn_opts in_root = { "/", 022, NULL, 0, NULL, NULL };
+	const struct sq_spawn_opts in_root = { "/", 022, NULL, 0, NULL, NULL, e->cgroup_procs };
 	static const char prefix[] = "sqshbuild: error: ";
 	struct sq_builder b;
 	char note[2048], name[256];

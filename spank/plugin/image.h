@@ -43,6 +43,8 @@ struct sq_image_env {
 				   * the plugin passes them on to srun from the step's first
 				   * node (one line for the step, not one per node) */
 	void (*say)(const char *line);
+	const char *cgroup_procs; /* NULL or the step's cgroup.procs: the builder joins it and
+				   * ends with the step (core/stepcg.h) */
 };
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

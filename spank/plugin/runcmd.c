@@ -17,6 +17,7 @@
 
 #include "pidfd.h"
 #include "runcmd.h"
+#include "smallio.h"
 #include "strbuf.h"
 
 int sq_cred_groups(struct sq_cred *c, const char *name)
@@ -134,6 +135,16 @@ static void become_user(const struct sq_cred *cred)
 		child_fail("cannot drop privileges for", "the job user");
 }
 
+/* Join the step's cgroup: best effort (a node without proctrack/cgroup has none to join,
+ * and the child then runs as before). */
+static void join_cgroup(const struct sq_cred *cred, const char *procs)
+{
+	if (procs == NULL || procs[0] == '\0')
+		return;
+	regain_root(cred);
+	(void)sq_write_text(procs, "0\n");
+}
+
 static void reset_signals(void)
 {
 	sigset_t all;
@@ -204,7 +215,7 @@ static int spawn_with(const char *path, char *const argv[], char *const envp[],
 		      const struct sq_cred *cred, const struct sq_spawn_opts *o,
 		      struct sq_child *child, char *err, size_t errlen)
 {
-	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0, NULL, NULL };
+	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0, NULL, NULL, NULL };
 	int devnull, lifted[8];
 	pid_t pid;
 
@@ -225,6 +236,7 @@ static int spawn_with(const char *path, char *const argv[], char *const envp[],
 		stdio_to(devnull, child);
 		place_fds(lifted, o->npass);
 		reset_signals();
+		join_cgroup(cred, o->cgroup_procs);
 		become_user(cred);
 		apply_opts(o);
 		execve(path, argv, envp);

@@ -65,6 +65,9 @@ struct sq_spawn_opts {
 	int npass;
 	void (*tick)(int err_fd, void *arg);   /* NULL: none */
 	void *tick_arg;
+	/* NULL, or a cgroup.procs file the child joins (as root, before it becomes cred), so
+	 * that it ends with the step that started it (core/stepcg.h) */
+	const char *cgroup_procs;
 };
 
 /* sq_run with o (NULL: as sq_run). A cred with groups set when the caller runs with a

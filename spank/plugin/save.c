@@ -152,7 +152,7 @@ static int run_export(const struct sq_runtime *rt, const struct sq_cred *self,
 {
 	const char *argv[] = { rt->enroot, "export", "-o", "/proc/self/fd/3/" SAVED_NAME,
 			       container, NULL };
-	const struct sq_spawn_opts o = { NULL, -1, &pfd, 1, NULL, NULL };
+	const struct sq_spawn_opts o = { NULL, -1, &pfd, 1, NULL, NULL, NULL };
 	struct sq_child child;
 	int status, ok;
 

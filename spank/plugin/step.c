@@ -30,7 +30,9 @@
 #include "safeopen.h"
 #include "save.h"
 #include "seccomp.h"
+#include "smallio.h"
 #include "step.h"
+#include "stepcg.h"
 #include "stepconf.h"
 #include "strbuf.h"
 
@@ -218,18 +220,38 @@ static void say_progress(const char *line)
 	slurm_spank_log("squall: %s", line);
 }
 
+/* The step's cgroup.procs, which the image builder joins so that scancel ends it with the
+ * step (core/stepcg.h); "" when there is none to join. */
+static void step_cgroup(const struct sq_step *s, char *out, size_t outlen)
+{
+	char *cg = sq_read_file("/proc/self/cgroup", NULL);
+	char *mi = sq_read_file("/proc/self/mountinfo", NULL);
+	char step[32];
+
+	if (s->stepid == SQ_STEP_BATCH)
+		snprintf(step, sizeof(step), "step_batch");
+	else
+		snprintf(step, sizeof(step), "step_%u", (unsigned)s->stepid);
+	if (sq_stepcg_procs(cg, mi, step, out, outlen) < 0)
+		out[0] = '\0';
+	free(cg);
+	free(mi);
+}
+
 static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cred *cred)
 {
 	const struct sq_config *cfg = s->cfg;
 	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
 				     NULL, NULL, s->nodeid == 0 ? SQ_PROGRESS_EVERY_S : 0,
-				     say_progress };
+				     say_progress, NULL };
 	struct sq_image_ref ref;
-	char err[SQ_ERR_LEN], job[96];
+	char err[SQ_ERR_LEN], job[96], procs[PATH_MAX];
 	int registry, rc;
 
 	job_key(s, job, sizeof(job));
 	ienv.job = job;
+	step_cgroup(s, procs, sizeof(procs));
+	ienv.cgroup_procs = procs[0] ? procs : NULL;
 
 	if (sq_imgref_parse(s->opt->image, &ref, err, sizeof(err)) < 0) {
 		sq_imgref_free(&ref);
