@@ -136,9 +136,13 @@ def shell_quote(s: _Text) -> str:
 
 @dataclass(frozen=True)
 class ImageRef:
-    """A parsed ``--container-image`` value; ``canonical`` is the stable identity."""
+    """A parsed ``--container-image`` value; ``canonical`` is the stable identity.
 
-    kind: str                # "file" | "registry" | "dockerd"
+    ``kind`` is ``file``, ``registry`` or ``dockerd``; with ``archives=True`` also
+    ``docker-archive``, ``oci-archive`` (``path``) or ``oci-dir`` (``path``, ``tag``).
+    """
+
+    kind: str
     canonical: str
     path: str | None = None
     user: str | None = None
@@ -149,14 +153,22 @@ class ImageRef:
 
 
 _IMAGE_KINDS = {lib.SQ_IMAGE_FILE: "file", lib.SQ_IMAGE_REGISTRY: "registry",
-                lib.SQ_IMAGE_DOCKERD: "dockerd"}
+                lib.SQ_IMAGE_DOCKERD: "dockerd", lib.SQ_IMAGE_DOCKER_ARCHIVE: "docker-archive",
+                lib.SQ_IMAGE_OCI_ARCHIVE: "oci-archive", lib.SQ_IMAGE_OCI_DIR: "oci-dir"}
 
 
-def parse_image_ref(text: _Text) -> ImageRef:
-    """Parse an image reference exactly as ``--container-image`` does."""
+def parse_image_ref(text: _Text, *, archives: bool = False) -> ImageRef:
+    """Parse an image reference exactly as ``--container-image`` does.
+
+    ``archives=True`` is sqshbuild's parse: the same one, which also returns
+    ``docker-archive:FILE``, ``oci-archive:FILE`` and ``oci:DIR[:TAG]`` where the plugin
+    refuses them (it runs no archive; the message says how to build one with sqshbuild).
+    """
     ref = ffi.new("struct sq_image_ref *")
     err = _errbuf()
-    if lib.sq_imgref_parse(_cstr("--container-image", text), ref, err, _ERRLEN) != 0:
+    flags = lib.SQ_IMGREF_ARCHIVES if archives else 0
+    if lib.sq_imgref_parse_as(_cstr("--container-image", text), flags, ref, err,
+                              _ERRLEN) != 0:
         lib.sq_imgref_free(ref)
         raise _fail(err)
     try:

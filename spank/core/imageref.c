@@ -1,9 +1,11 @@
-/* imageref.c: --container-image values to a file path or a registry reference. */
+/* imageref.c: --container-image values to a file path or a registry reference (the forms
+ * naming archives and layouts: imageref_archive.c). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "imageref.h"
+#include "imageref_archive.h"
 #include "quote.h"
 #include "strbuf.h"
 
@@ -217,7 +219,7 @@ static int registry_like(const char *s)
 static int is_hub(const char *reg)
 {
 	return strcmp(reg, SQ_DOCKER_HUB) == 0 || strcmp(reg, "docker.io") == 0 ||
-	       strcmp(reg, "index.docker.io") == 0;
+	       strcmp(reg, "index.docker.io") == 0 || strcmp(reg, "registry.hub.docker.com") == 0;
 }
 
 void sq_imgref_free(struct sq_image_ref *ref)
@@ -342,7 +344,8 @@ static int split_tag(const struct ref_ctx *c, struct ref_parts *r)
 
 /* The form every other step compares: [dockerd://]REGISTRY/REPOSITORY[:TAG][@DIGEST]. A
  * registry Docker's rule would not recognise (a bare host name given as HOST#) keeps
- * Enroot's '#', so the canonical form parses back to itself. */
+ * Enroot's '#', and one spelt like a transport (oci:5000) keeps docker://, so the
+ * canonical form parses back to itself. */
 static char *canonical_form(int dockerd, const struct sq_image_ref *out)
 {
 	struct sq_buf b;
@@ -350,6 +353,8 @@ static char *canonical_form(int dockerd, const struct sq_image_ref *out)
 	sq_buf_init(&b);
 	if (dockerd)
 		sq_buf_add(&b, "dockerd://");
+	else if (out->registry != NULL && sq_imgref_has_transport(out->registry))
+		sq_buf_add(&b, "docker://");
 	if (out->registry != NULL)
 		sq_buf_addf(&b, "%s%c", out->registry, registry_like(out->registry) ? '/' : '#');
 	sq_buf_add(&b, out->repository ? out->repository : "");
@@ -417,30 +422,25 @@ static int parse_remote(const char *text, char *work, int dockerd, struct sq_ima
 	return fill_ref(&c, &r, hub, out);
 }
 
-int sq_imgref_parse(const char *text, struct sq_image_ref *out, char *err, size_t errlen)
+/* A squashfs path: the text as given. */
+static int parse_file(const char *text, struct sq_image_ref *out, char *err, size_t errlen)
+{
+	out->kind = SQ_IMAGE_FILE;
+	out->path = strdup(text);
+	out->canonical = strdup(text);
+	if (out->path == NULL || out->canonical == NULL)
+		return sq_errf(err, errlen, WHAT ": out of memory");
+	return 0;
+}
+
+/* [docker://|dockerd://]REFERENCE; any other scheme is refused. */
+static int parse_scheme(const char *text, struct sq_image_ref *out, char *err, size_t errlen)
 {
 	char show[SQ_SHOW_MAX];
-	const char *rest;
+	const char *rest = text, *scheme;
 	char *work;
-	const char *scheme;
 	int dockerd = 0, rc;
 
-	memset(out, 0, sizeof(*out));
-	if (text == NULL)
-		return sq_errf(err, errlen, WHAT ": no value (give a squashfs path or an image name)");
-	if (sq_text_check(WHAT, text, PATH_MAX - 1, err, errlen) != 0)
-		return -1;
-	if (text[0] == '/' || text[0] == '.') {
-		out->kind = SQ_IMAGE_FILE;
-		out->path = strdup(text);
-		out->canonical = strdup(text);
-		if (out->path == NULL || out->canonical == NULL) {
-			sq_imgref_free(out);
-			return sq_errf(err, errlen, WHAT ": out of memory");
-		}
-		return 0;
-	}
-	rest = text;
 	if (strncmp(text, "dockerd://", 10) == 0) {
 		dockerd = 1;
 		rest = text + 10;
@@ -461,7 +461,33 @@ int sq_imgref_parse(const char *text, struct sq_image_ref *out, char *err, size_
 		return sq_errf(err, errlen, WHAT ": out of memory");
 	rc = parse_remote(text, work, dockerd, out, err, errlen);
 	free(work);
+	return rc;
+}
+
+/* Paths first, then the transports that name files (docker-archive:, oci-archive:, oci:,
+ * before Docker's rule could read them as a registry host), then registry references. */
+int sq_imgref_parse_as(const char *text, int flags, struct sq_image_ref *out, char *err,
+		       size_t errlen)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (text == NULL)
+		return sq_errf(err, errlen, WHAT ": no value (give a squashfs path or an image name)");
+	if (sq_text_check(WHAT, text, PATH_MAX - 1, err, errlen) != 0)
+		return -1;
+	if (text[0] == '/' || text[0] == '.')
+		rc = parse_file(text, out, err, errlen);
+	else if ((rc = sq_imgref_archive(text, out, err, errlen)) == 1)
+		rc = parse_scheme(text, out, err, errlen);
+	else if (rc == 0 && !(flags & SQ_IMGREF_ARCHIVES))
+		rc = sq_imgref_refuse_archive(text, out->kind, err, errlen);
 	if (rc != 0)
 		sq_imgref_free(out);
 	return rc;
+}
+
+int sq_imgref_parse(const char *text, struct sq_image_ref *out, char *err, size_t errlen)
+{
+	return sq_imgref_parse_as(text, 0, out, err, errlen);
 }

@@ -11,8 +11,8 @@ import pytest
 from gate import need_tool
 
 CORE = Path(__file__).resolve().parents[2] / "spank" / "core"
-MODULES = ["strbuf", "quote", "imageref", "mounts", "mounts_exist", "env", "config", "options",
-           "conf", "procstat", "unshare"]
+MODULES = ["strbuf", "quote", "imageref", "imageref_archive", "mounts", "mounts_exist", "env",
+           "config", "options", "conf", "procstat", "unshare"]
 HEX = "0123456789abcdef" * 4
 
 CORPUS = [
@@ -21,6 +21,8 @@ CORPUS = [
     "$oauthtoken@nvcr.io#nvidia/pytorch:24.05-py3", f"ubuntu@sha256:{HEX}",
     f"me@r.example.com:443#a/b:v@sha256:{HEX}", "dockerd://ubuntu", "localhost:5000/x/y",
     "/fsx/images/pytorch.sqsh", "./x.sqsh", "/data:/data:ro+rprivate",
+    "oci-archive:5000/x", "docker-archive:/a:b.tar", "oci:/l:v1", "oci:/l:v1/", "oci::",
+    "oci:/x:-", "oci:",
     "tmpfs:/scratch:size=1G+mode=1777", "umount:/x", "./rel:/y", "/a,/b:/c:bind",
     "train:exec", "name:no_exec", "A,B,NCCL_DEBUG", "auto", "require", "off", "quiet",
     "verbose", "INFO", "1", "0", "true", "no", "runtime_path=/run/squall", "efa=off",

@@ -60,6 +60,9 @@ static void run_one(const char *in)
 		rc = sq_imgref_parse(in, &ref, err, el);
 		check_err("imageref", rc, err, el);
 		sq_imgref_free(&ref);
+		rc = sq_imgref_parse_as(in, SQ_IMGREF_ARCHIVES, &ref, err, el);
+		check_err("imageref archives", rc, err, el);
+		sq_imgref_free(&ref);
 
 		rc = sq_mounts_parse(in, NULL, &ml, err, el);
 		check_err("mounts", rc, err, el);
