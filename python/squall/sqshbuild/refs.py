@@ -1,10 +1,11 @@
 """What the user asked to build: a registry image, a local Docker image, or an archive on disk.
 
-The forms that name files (``docker-archive:FILE.tar``, ``oci-archive:FILE.tar``,
-``oci:DIR[:TAG]``) are recognised here; every registry form (``REGISTRY/NAME[:TAG|@DIGEST]``,
-Docker Hub short names, Enroot's ``[USER@][REGISTRY#]IMAGE[:TAG]`` and ``docker://``) and
-``dockerd://`` go through the C core's parser, ``squall.core.parse_image_ref``, the one the
-plugin uses, so the two never disagree.
+Every form is parsed by the C core, ``squall.core.parse_image_ref(text, archives=True)``:
+the parse the plugin runs for ``--container-image``, which also returns the forms that
+name files (``docker-archive:FILE.tar``, ``oci-archive:FILE.tar``, ``oci:DIR[:TAG]``) where
+the plugin refuses them. So the two never read one text differently: ``oci-archive:5000/x``
+is the file ``5000/x`` for both, never a registry ``oci-archive:5000``
+(``docker://oci-archive:5000/x`` is that registry).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from dataclasses import dataclass
 from squall.errors import SquallError
 
 DOCKER_HUB = "registry-1.docker.io"
-DOCKER_HUB_ALIASES = {"", "docker.io", "index.docker.io", "registry-1.docker.io",
-                      "registry.hub.docker.com"}
+_TRANSPORTS = ("docker-archive:", "oci-archive:", "oci:")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class Source:
     def canonical(self) -> str:
         if self.kind == "registry":
             ref = f"{self.registry}/{self.repository}"
+            if ref.startswith(_TRANSPORTS):  # oci:5000/x is a layout: the core's form
+                ref = f"docker://{ref}"
             if self.tag:
                 ref += f":{self.tag}"
             if self.digest:
@@ -51,59 +53,41 @@ class Source:
         if self.kind == "dockerd":
             return f"dockerd://{self.name}"
         if self.kind == "oci-dir":
-            return f"oci:{self.path}" + (f":{self.tag}" if self.tag else "")
+            if self.tag:
+                return f"oci:{self.path}:{self.tag}"
+            # A last component holding ':' would read back as DIR:TAG without the '/'.
+            return f"oci:{self.path}" + ("/" if ":" in os.path.basename(self.path) else "")
         return f"{self.kind}:{self.path}"
 
 
-def _file_form(text: str) -> Source | None:
-    for prefix in ("docker-archive:", "oci-archive:"):
-        if text.startswith(prefix):
-            path = text[len(prefix):]
-            if not path:
-                raise SquallError(f"{text!r} names no file: write {prefix}PATH.tar")
-            return Source(kind=prefix[:-1], text=text, path=os.path.abspath(path))
-    if text.startswith("oci:"):
-        rest = text[4:]
-        if not rest:
-            raise SquallError(f"{text!r} names no directory: write oci:DIR[:TAG]")
-        path, tag = rest, ""
-        if ":" in rest and not os.path.isdir(rest):
-            path, _, tag = rest.rpartition(":")
-        return Source(kind="oci-dir", text=text, path=os.path.abspath(path), tag=tag)
-    return None
-
-
-def normalise_registry(registry: str, repository: str) -> tuple[str, str]:
-    """Docker Hub's API host and ``library/`` for its official images."""
-    if registry in DOCKER_HUB_ALIASES:
-        registry = DOCKER_HUB
-        if "/" not in repository:
-            repository = f"library/{repository}"
-    return registry, repository
+_ARCHIVES = ("docker-archive", "oci-archive", "oci-dir")
 
 
 def parse_source(text: str) -> Source:
-    """Parse a build reference; raise SquallError naming the problem for anything else."""
-    text = text.strip()
+    """Parse a build reference; raise SquallError naming the problem for anything else.
+
+    The text is taken as given (no stripping): a value the plugin refuses, sqshbuild
+    refuses, with the same message.
+    """
     if not text:
         raise SquallError("empty image reference: give REGISTRY/NAME[:TAG], docker://..., "
                           "dockerd://NAME, docker-archive:FILE, oci-archive:FILE or oci:DIR")
-    found = _file_form(text)
-    if found is not None:
-        return found
     try:
         from squall import core
     except ImportError as exc:  # the compiled core is missing: say how to build it
         raise SquallError(f"the squall C core is not available ({exc}): run 'make core' "
                           "or reinstall squall") from None
-    ref = core.parse_image_ref(text)
+    ref = core.parse_image_ref(text, archives=True)
+    if ref.kind in _ARCHIVES:
+        return Source(kind=ref.kind, text=text, path=os.path.abspath(ref.path or ""),
+                      tag=ref.tag or "")
     if ref.kind == "dockerd":
         name = ref.canonical.removeprefix("dockerd://")
         return Source(kind="dockerd", text=text, name=name)
     if ref.kind == "file":
         raise SquallError(f"{text!r} is a squashfs file path, not an image to build: "
                           "pass it to the plugin as it is, or build from a registry reference")
-    registry, repository = normalise_registry(ref.registry or "", ref.repository or "")
-    tag = ref.tag or ("" if ref.digest else "latest")
-    return Source(kind="registry", text=text, registry=registry, repository=repository,
-                  tag=tag, digest=ref.digest or "", user=ref.user or "")
+    # The core names Docker Hub registry-1.docker.io with library/ for official images.
+    return Source(kind="registry", text=text, registry=ref.registry or "",
+                  repository=ref.repository or "", tag=ref.tag or "", digest=ref.digest or "",
+                  user=ref.user or "")
