@@ -53,7 +53,8 @@ __all__ = [
     "task_unset",
 ]
 
-_ERRLEN = 1024
+# The error buffer and text helpers below are public: squall.efa.detect calls the core too.
+ERRLEN = 1024
 _Text = str | bytes
 _T = TypeVar("_T")
 
@@ -70,15 +71,18 @@ def _cstr(what: str, value: _Text | None) -> Any:
     return ffi.NULL if value is None else ffi.new("char[]", _bytes(what, value))
 
 
-def _str(ptr: Any) -> str | None:
+def c_text(ptr: Any) -> str | None:
+    """A C string's text; None for NULL."""
     return None if ptr == ffi.NULL else ffi.string(ptr).decode("utf-8", "surrogateescape")
 
 
-def _errbuf() -> Any:
-    return ffi.new(f"char[{_ERRLEN}]")
+def errbuf() -> Any:
+    """A buffer of ERRLEN bytes for the core's one-line error message."""
+    return ffi.new(f"char[{ERRLEN}]")
 
 
-def _fail(err: Any) -> SquallError:
+def core_error(err: Any) -> SquallError:
+    """The core's message in ``err`` (from :func:`errbuf`) as the error to raise."""
     return SquallError(ffi.string(err).decode("utf-8", "replace"))
 
 
@@ -123,11 +127,11 @@ def shell_quote(s: _Text) -> str:
     """One bash word that stands for exactly ``s`` (single quotes, ``'\\''`` inside)."""
     data = s if isinstance(s, bytes) else s.encode("utf-8", "surrogateescape")
     out = ffi.new("char **")
-    err = _errbuf()
-    if lib.sq_shell_quote(data, len(data), out, err, _ERRLEN) != 0:
-        raise _fail(err)
+    err = errbuf()
+    if lib.sq_shell_quote(data, len(data), out, err, ERRLEN) != 0:
+        raise core_error(err)
     try:
-        return _str(out[0]) or ""
+        return c_text(out[0]) or ""
     finally:
         lib.sq_str_free(out[0])
 
@@ -165,17 +169,17 @@ def parse_image_ref(text: _Text, *, archives: bool = False) -> ImageRef:
     refuses them (it runs no archive; the message says how to build one with sqshbuild).
     """
     ref = ffi.new("struct sq_image_ref *")
-    err = _errbuf()
+    err = errbuf()
     flags = lib.SQ_IMGREF_ARCHIVES if archives else 0
     if lib.sq_imgref_parse_as(_cstr("--container-image", text), flags, ref, err,
-                              _ERRLEN) != 0:
+                              ERRLEN) != 0:
         lib.sq_imgref_free(ref)
-        raise _fail(err)
+        raise core_error(err)
     try:
         return ImageRef(
-            kind=_IMAGE_KINDS[ref.kind], canonical=_str(ref.canonical) or "",
-            path=_str(ref.path), user=_str(ref.user), registry=_str(ref.registry),
-            repository=_str(ref.repository), tag=_str(ref.tag), digest=_str(ref.digest),
+            kind=_IMAGE_KINDS[ref.kind], canonical=c_text(ref.canonical) or "",
+            path=c_text(ref.path), user=c_text(ref.user), registry=c_text(ref.registry),
+            repository=c_text(ref.repository), tag=c_text(ref.tag), digest=c_text(ref.digest),
         )
     finally:
         lib.sq_imgref_free(ref)
@@ -200,11 +204,11 @@ _MOUNT_TYPES = {lib.SQ_MOUNT_BIND: "bind", lib.SQ_MOUNT_TMPFS: "tmpfs",
 
 def _with_mounts(spec: _Text, cwd: _Text | None, use: Callable[[Any, Any], _T]) -> _T:
     lst = ffi.new("struct sq_mount_list *")
-    err = _errbuf()
+    err = errbuf()
     if lib.sq_mounts_parse(_cstr("--container-mounts", spec), _cstr("working directory", cwd),
-                           lst, err, _ERRLEN) != 0:
+                           lst, err, ERRLEN) != 0:
         lib.sq_mounts_free(lst)
-        raise _fail(err)
+        raise core_error(err)
     try:
         return use(lst, err)
     finally:
@@ -216,9 +220,9 @@ def parse_mounts(spec: _Text, cwd: _Text | None = None) -> list[Mount]:
 
     def collect(lst: Any, _err: Any) -> list[Mount]:
         return [
-            Mount(source=_str(m.source) or "", target=_str(m.target) or "",
-                  type=_MOUNT_TYPES[m.type], options=_str(m.options) or "",
-                  fstab=_str(m.fstab) or "")
+            Mount(source=c_text(m.source) or "", target=c_text(m.target) or "",
+                  type=_MOUNT_TYPES[m.type], options=c_text(m.options) or "",
+                  fstab=c_text(m.fstab) or "")
             for m in (lst.items[i] for i in range(lst.count))
         ]
 
@@ -230,8 +234,8 @@ def check_mount_sources(spec: _Text, cwd: _Text | None = None) -> None:
     """Raise unless every bind source of ``spec`` exists (as this process sees it)."""
 
     def check(lst: Any, err: Any) -> None:
-        if lib.sq_mounts_check_sources(lst, err, _ERRLEN) != 0:
-            raise _fail(err)
+        if lib.sq_mounts_check_sources(lst, err, ERRLEN) != 0:
+            raise core_error(err)
 
     _with_mounts(spec, cwd, check)
 
@@ -260,8 +264,8 @@ def container_flags() -> list[Flag]:
     flags = []
     for i in range(lib.sq_opt_flag_count()):
         f = lib.sq_opt_flag(i)
-        flags.append(Flag(id=f.id, name=_str(f.name) or "", has_arg=f.has_arg,
-                          arg_info=_str(f.arg_info), help=_str(f.help) or ""))
+        flags.append(Flag(id=f.id, name=c_text(f.name) or "", has_arg=f.has_arg,
+                          arg_info=c_text(f.arg_info), help=c_text(f.help) or ""))
     return flags
 
 
@@ -270,21 +274,21 @@ def check_container_option(flag: str, value: _Text | None) -> None:
 
     ``value`` is ``None`` for flags without an argument.
     """
-    err = _errbuf()
+    err = errbuf()
     if lib.sq_opt_check_value(_cstr("container option", flag), _cstr(f"--{flag}", value),
-                              err, _ERRLEN) != 0:
-        raise _fail(err)
+                              err, ERRLEN) != 0:
+        raise core_error(err)
 
 
 def parse_container_name(text: _Text) -> tuple[str, str]:
     """``NAME[:auto|create|exec|no_exec]`` -> (name, mode)."""
     name = ffi.new("char **")
     mode = ffi.new("int *")
-    err = _errbuf()
-    if lib.sq_opt_parse_name(_cstr("--container-name", text), name, mode, err, _ERRLEN) != 0:
-        raise _fail(err)
+    err = errbuf()
+    if lib.sq_opt_parse_name(_cstr("--container-name", text), name, mode, err, ERRLEN) != 0:
+        raise core_error(err)
     try:
-        return _str(name[0]) or "", ffi.string(lib.sq_name_mode_str(mode[0])).decode()
+        return c_text(name[0]) or "", ffi.string(lib.sq_name_mode_str(mode[0])).decode()
     finally:
         lib.sq_str_free(name[0])
 
@@ -339,30 +343,30 @@ def resolve_step_options(
     """Apply command-line flags and ``SQUALL_``/``PYXIS_CONTAINER_*`` variables the way the
     plugin does: ``cli`` is ``[("container-image", "ubuntu"), ("container-writable", None)]``."""
     opts = ffi.new("struct sq_opts *")
-    err = _errbuf()
-    warn = _errbuf()
+    err = errbuf()
+    warn = errbuf()
     lib.sq_opts_init(opts)
     try:
         for flag, value in cli:
             if lib.sq_opt_set_by_name(opts, _cstr("container option", flag),
                                       _cstr(f"--{flag}", value), lib.SQ_SRC_CLI,
-                                      err, _ERRLEN) != 0:
-                raise _fail(err)
+                                      err, ERRLEN) != 0:
+                raise core_error(err)
         if environ is not None:
             envp = _CArray("environment", _env_items(environ))
-            if lib.sq_opts_load_environ(opts, envp.ptr, err, _ERRLEN) != 0:
-                raise _fail(err)
-        rc = lib.sq_opts_check(opts, warn, _ERRLEN, err, _ERRLEN)
+            if lib.sq_opts_load_environ(opts, envp.ptr, err, ERRLEN) != 0:
+                raise core_error(err)
+        rc = lib.sq_opts_check(opts, warn, ERRLEN, err, ERRLEN)
         if rc < 0:
-            raise _fail(err)
+            raise core_error(err)
         return StepOptions(
             container=rc == 1, warning=ffi.string(warn).decode("utf-8", "replace"),
-            image=_str(opts.image), mounts=_str(opts.mounts), workdir=_str(opts.workdir),
-            name=_str(opts.name), name_mode=ffi.string(lib.sq_name_mode_str(opts.name_mode))
-            .decode(), save=_str(opts.save), mount_home=_tri(opts.mount_home),
+            image=c_text(opts.image), mounts=c_text(opts.mounts), workdir=c_text(opts.workdir),
+            name=c_text(opts.name), name_mode=ffi.string(lib.sq_name_mode_str(opts.name_mode))
+            .decode(), save=c_text(opts.save), mount_home=_tri(opts.mount_home),
             remap_root=_tri(opts.remap_root), entrypoint=_tri(opts.entrypoint),
             entrypoint_log=_tri(opts.entrypoint_log), writable=_tri(opts.writable),
-            env=_str(opts.env), efa=_EFA[opts.efa], nccl_debug=_str(opts.nccl_debug),
+            env=c_text(opts.env), efa=_EFA[opts.efa], nccl_debug=c_text(opts.nccl_debug),
             log=_LOG[opts.log], unshare=_unshare_str(opts.unshare), reuse=_tri(opts.reuse),
         )
     finally:
@@ -400,23 +404,23 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
     filled in. Unknown or malformed arguments raise, as the plugin refuses to load."""
     argv = _CArray("plugstack.conf argument", args)
     cfg = ffi.new("struct sq_config *")
-    err = _errbuf()
-    if lib.sq_config_parse(cfg, len(args), argv.ptr, err, _ERRLEN) != 0:
-        raise _fail(err)
+    err = errbuf()
+    if lib.sq_config_parse(cfg, len(args), argv.ptr, err, ERRLEN) != 0:
+        raise core_error(err)
     try:
         scope = "global" if cfg.container_scope == lib.SQ_SCOPE_GLOBAL else "job"
         conf = PlugstackConfig(
-            runtime_path=_str(cfg.runtime_path) or "", enroot=_str(cfg.enroot),
-            sqshbuild=_str(cfg.sqshbuild) or "", image_cache=_str(cfg.image_cache) or "",
+            runtime_path=c_text(cfg.runtime_path) or "", enroot=c_text(cfg.enroot),
+            sqshbuild=c_text(cfg.sqshbuild) or "", image_cache=c_text(cfg.image_cache) or "",
             container_scope=scope, execute_entrypoint=bool(cfg.execute_entrypoint),
-            efa=_EFA[cfg.efa] or "", efa_sysfs_root=_str(cfg.efa_sysfs_root) or "",
-            efa_dev_root=_str(cfg.efa_dev_root) or "",
-            efa_opt_root=_str(cfg.efa_opt_root) or "",
+            efa=_EFA[cfg.efa] or "", efa_sysfs_root=c_text(cfg.efa_sysfs_root) or "",
+            efa_dev_root=c_text(cfg.efa_dev_root) or "",
+            efa_opt_root=c_text(cfg.efa_opt_root) or "",
             sbatch_support=bool(cfg.sbatch_support), log=_LOG[cfg.log] or "",
             use_squashfuse=bool(cfg.use_squashfuse), use_enroot_load=bool(cfg.use_enroot_load),
-            importer=_str(cfg.importer), container_name_strict=bool(cfg.container_name_strict),
+            importer=c_text(cfg.importer), container_name_strict=bool(cfg.container_name_strict),
             container_reuse=bool(cfg.container_reuse),
-            local_cache=_str(cfg.local_cache) or "", local_cache_gb=int(cfg.local_cache_gb),
+            local_cache=c_text(cfg.local_cache) or "", local_cache_gb=int(cfg.local_cache_gb),
             local_cache_max_nodes=int(cfg.local_cache_max_nodes),
         )
     finally:
@@ -435,9 +439,9 @@ def clean_environment(env: Mapping[str, str] | Iterable[str]) -> dict[str, str]:
     """The environment an enroot call gets: ``env`` minus the deny list."""
     src = _CArray("environment", _env_items(env))
     out = ffi.new("char ***")
-    err = _errbuf()
-    if lib.sq_env_clean(src.ptr, out, err, _ERRLEN) != 0:
-        raise _fail(err)
+    err = errbuf()
+    if lib.sq_env_clean(src.ptr, out, err, ERRLEN) != 0:
+        raise core_error(err)
     return _to_dict(_take_env(out[0]))
 
 
@@ -453,10 +457,10 @@ def overlay_environment(task_env: Mapping[str, str] | Iterable[str], container_b
     """The variables to set in a task from the container's ``/proc/PID/environ`` block."""
     task = _CArray("task environment", _env_items(task_env))
     out = ffi.new("char ***")
-    err = _errbuf()
+    err = errbuf()
     if lib.sq_env_overlay(container_block, len(container_block), _keep_csv(keep), task.ptr,
-                          out, err, _ERRLEN) != 0:
-        raise _fail(err)
+                          out, err, ERRLEN) != 0:
+        raise core_error(err)
     return _to_dict(_take_env(out[0]))
 
 
@@ -466,10 +470,10 @@ def merge_environment(task_env: Mapping[str, str] | Iterable[str], container_blo
     values win except names in ``keep`` (``--container-env``) and per-task variables)."""
     task = _CArray("task environment", _env_items(task_env))
     out = ffi.new("char ***")
-    err = _errbuf()
+    err = errbuf()
     if lib.sq_env_merge(task.ptr, container_block, len(container_block), _keep_csv(keep),
-                        out, err, _ERRLEN) != 0:
-        raise _fail(err)
+                        out, err, ERRLEN) != 0:
+        raise core_error(err)
     return _to_dict(_take_env(out[0]))
 
 
@@ -479,9 +483,9 @@ def task_unset(task_env: Mapping[str, str] | Iterable[str],
     ``keep`` (``--container-env``) names them."""
     task = _CArray("task environment", _env_items(task_env))
     out = ffi.new("char ***")
-    err = _errbuf()
-    if lib.sq_env_task_unset(task.ptr, _keep_csv(keep), out, err, _ERRLEN) != 0:
-        raise _fail(err)
+    err = errbuf()
+    if lib.sq_env_task_unset(task.ptr, _keep_csv(keep), out, err, ERRLEN) != 0:
+        raise core_error(err)
     return _take_env(out[0])
 
 
@@ -490,9 +494,9 @@ def keep_environ_lines(job_env: Mapping[str, str] | Iterable[str],
     """The ``NAME=VALUE`` lines the runtime's start gets for the ``--container-env`` names."""
     job = _CArray("job environment", _env_items(job_env))
     out = ffi.new("char ***")
-    err = _errbuf()
-    if lib.sq_env_keep_lines(job.ptr, _keep_csv(keep), out, err, _ERRLEN) != 0:
-        raise _fail(err)
+    err = errbuf()
+    if lib.sq_env_keep_lines(job.ptr, _keep_csv(keep), out, err, ERRLEN) != 0:
+        raise core_error(err)
     return _take_env(out[0])
 
 
@@ -519,11 +523,11 @@ def render_enroot_conf(
         arrays.append(_CArray("hooks()", hook_argv))
         spec.hook_argv = arrays[-1].ptr
     out = ffi.new("char **")
-    err = _errbuf()
-    if lib.sq_conf_render(spec, out, err, _ERRLEN) != 0:
-        raise _fail(err)
+    err = errbuf()
+    if lib.sq_conf_render(spec, out, err, ERRLEN) != 0:
+        raise core_error(err)
     try:
-        return _str(out[0]) or ""
+        return c_text(out[0]) or ""
     finally:
         lib.sq_str_free(out[0])
 
@@ -554,8 +558,8 @@ def lifecycle_decide(*, reuse: bool = True, flag: bool | None = None, named: boo
         "save": int(save), "batch": int(batch), "entrypoint": int(entrypoint)})
     plan = ffi.new("struct sq_life_plan *")
     if lib.sq_life_decide(inp, plan) != 0:
-        raise SquallError(f"lifecycle decision: {_str(plan.why)}")
-    return LifecyclePlan(_LIFE_ACTIONS[plan.action], _str(plan.why) or "")
+        raise SquallError(f"lifecycle decision: {c_text(plan.why)}")
+    return LifecyclePlan(_LIFE_ACTIONS[plan.action], c_text(plan.why) or "")
 
 
 def lifecycle_env_step_specific(name: str) -> bool:
@@ -574,4 +578,4 @@ def lifecycle_key(parts: Sequence[_Text], env: Mapping[str, str] | Iterable[str]
     out = ffi.new("char[33]")
     if lib.sq_life_key(p.ptr, e.ptr, h, out) != 0:
         raise SquallError("lifecycle key: out of memory")
-    return _str(out) or ""
+    return c_text(out) or ""

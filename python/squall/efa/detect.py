@@ -10,8 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.core import _ERRLEN as ERRLEN
-from squall.core import _errbuf, _fail, _str, ffi, lib
+from squall.core import ERRLEN, c_text, core_error, errbuf, ffi, lib
 from squall.errors import SquallError
 
 MEMLOCK_MIN = 16 << 30
@@ -77,7 +76,7 @@ class Plan:
 
 
 def _s(buf: object) -> str:
-    return _str(buf) or ""
+    return c_text(buf) or ""
 
 
 def _lib_from_c(c: object) -> EfaLib:
@@ -109,9 +108,9 @@ def detect(sysfs_root: str = "/sys", dev_root: str = "/dev",
     bufs = [ffi.new("char[]", s.encode()) for s in (sysfs_root, dev_root, opt_root)]
     roots = ffi.new("struct sq_efa_roots *", dict(zip(("sysfs", "dev", "opt"), bufs, strict=True)))
     c = ffi.new("struct sq_efa_node *")
-    err = _errbuf()
+    err = errbuf()
     if lib.sq_efa_detect(roots, c, err, ERRLEN) != 0:
-        raise _fail(err)
+        raise core_error(err)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(EfaNode):
         value = getattr(c, f.name)
@@ -129,9 +128,9 @@ def detect(sysfs_root: str = "/sys", dev_root: str = "/dev",
 def scan_image(rootfs: str) -> EfaImage:
     """List an image root for its own libfabric and aws-ofi-nccl."""
     c = ffi.new("struct sq_efa_image *")
-    err = _errbuf()
+    err = errbuf()
     if lib.sq_efa_image_scan(rootfs.encode(), c, err, ERRLEN) != 0:
-        raise _fail(err)
+        raise core_error(err)
     return EfaImage(libfabric=_lib_from_c(c.libfabric), ofi_nccl=_lib_from_c(c.ofi_nccl))
 
 
@@ -165,9 +164,9 @@ def plan(node: EfaNode, image: EfaImage | None, mode: str = "auto",
     }
     req = ffi.new("struct sq_efa_request *", {"mode": MODES[mode], **bufs})
     out = ffi.new("struct sq_efa_plan *")
-    err = _errbuf()
+    err = errbuf()
     if lib.sq_efa_plan(cnode, cimage, req, out, err, ERRLEN) != 0:
-        raise _fail(err)
+        raise core_error(err)
     try:
         return Plan(active=bool(out.active),
                     env=_s(out.env).splitlines(),
