@@ -88,6 +88,13 @@ case "$role" in
     /usr/bin/docker-registry serve /etc/squall/registry-private.yml \
       >/var/log/registry-private.log 2>&1 &
     pids+=($!)
+    # The Docker Hub mirror: read-only for everyone (5002), root seeds it (5003).
+    /usr/bin/docker-registry serve /etc/squall/registry-mirror.yml \
+      >/var/log/registry-mirror.log 2>&1 &
+    pids+=($!)
+    /usr/bin/docker-registry serve /etc/squall/registry-mirror-push.yml \
+      >/var/log/registry-mirror-push.log 2>&1 &
+    pids+=($!)
     ;;
   compute)
     /usr/sbin/slurmd -D &

@@ -16,7 +16,8 @@ RUN for u in squall:1000 alice:1001 bob:1002 carol:1003; do \
  && chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
 
 COPY docker/node-init.sh /usr/local/sbin/squall-node-init
-COPY docker/registry.yml docker/registry-private.yml /etc/squall/
+COPY docker/registry.yml docker/registry-private.yml docker/registry-mirror.yml \
+     docker/registry-mirror-push.yml /etc/squall/
 COPY docker/registries.conf /etc/containers/registries.conf
 # The private registry's one account, bob, with a password made for this image (test
 # cluster only): root's copy for the tests' pushes, the bcrypt line for the registry;
@@ -25,6 +26,9 @@ COPY docker/registry-htpasswd.py /tmp/registry-htpasswd.py
 RUN umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >/etc/squall/registry-private.password \
  && python3 /tmp/registry-htpasswd.py bob </etc/squall/registry-private.password \
       >/etc/squall/registry-private.htpasswd \
+ && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >/etc/squall/registry-mirror.password \
+ && python3 /tmp/registry-htpasswd.py root </etc/squall/registry-mirror.password \
+      >/etc/squall/registry-mirror.htpasswd \
  && rm /tmp/registry-htpasswd.py
 COPY docker/slurm/ /etc/slurm/
 
