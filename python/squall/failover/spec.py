@@ -9,7 +9,10 @@ from typing import Any
 from squall.errors import UsageError
 
 LAUNCHERS = ("srun", "torchrun", "ft_launcher", "mpirun")
-TORCHRUN_LIKE = ("torchrun", "ft_launcher")  # torchrun's command line
+# Launchers with torchrun's command line (NVIDIA's nvidia-resiliency-ext ft_launcher is one):
+# one launcher per node, rendezvous on the first node, the recipe's torchrun section
+# applies. The recipe (mksbatch) and the supervisor (failover) both go by this one.
+TORCHRUN_LIKE = ("torchrun", "ft_launcher")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from squall.errors import SetupError, SquallError
+from squall.failover.spec import TORCHRUN_LIKE
 from squall.mksbatch.container import CONTAINER_FIELDS, Container, read_container
 from squall.mksbatch.options import read_sbatch, read_setup, read_srun
 from squall.mksbatch.overrides import Override, apply, normalize, yaml_text
@@ -25,9 +26,6 @@ from squall.mksbatch.yamlpos import MAX_BYTES, RecipeError, compose, mapping_ite
 
 TARGETS = ("generic", "parallelcluster", "hyperpod")
 LAUNCHERS = ("torchrun", "ft_launcher", "srun", "mpirun")
-# Launchers with torchrun's command line (NVIDIA's nvidia-resiliency-ext ft_launcher is one):
-# one launcher per node, rendezvous on the first node, the torchrun section applies.
-TORCHRUN_LIKE = ("torchrun", "ft_launcher")
 SRUN_MPI = ("pmix", "pmi2", "none")
 BATCH_SIGNALS = ("USR1", "USR2")
 FORWARD_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")

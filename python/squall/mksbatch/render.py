@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from squall.errors import SquallError
-from squall.failover.spec import CheckpointSpec, Spec
+from squall.failover.spec import TORCHRUN_LIKE, CheckpointSpec, Spec
 from squall.mksbatch.container import container_flags
-from squall.mksbatch.recipe import PLACEHOLDER, TORCHRUN_LIKE, Recipe
+from squall.mksbatch.recipe import PLACEHOLDER, Recipe
 from squall.mksbatch.template import Template, load_template
 
 
