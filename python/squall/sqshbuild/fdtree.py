@@ -77,3 +77,11 @@ def remove_path(path: str) -> None:
         remove_tree(fd, name)
     finally:
         os.close(fd)
+
+
+def remove_scratch(path: str | os.PathLike[str]) -> None:
+    """:func:`remove_path` of a build's scratch tree, leaving what could not be removed."""
+    try:
+        remove_path(os.fspath(path))
+    except OSError:
+        pass  # what could not be removed is a dead build's, removed by the next run or gc

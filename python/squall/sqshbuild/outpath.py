@@ -14,14 +14,17 @@ parent's descriptor.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
 from squall.errors import SquallError
 from squall.sqshbuild import fdtree, safefs
-from squall.sqshbuild.cache.layout import work_dir_prefix
+from squall.sqshbuild.cache.layout import disk_error, work_dir_prefix
 from squall.sqshbuild.cache.leftovers import remove_dead_work_dirs_at
 from squall.sqshbuild.trust import Trust, kind
 
@@ -148,3 +151,26 @@ class OutputTarget:
             os.close(self.dir_fd)
             self.dir_fd = -1
 
+
+def publish_to(target: OutputTarget, sidecar: dict[str, Any]) -> Path:
+    """The image in ``target.temp`` and its sidecar (with the image's size and final path)
+    renamed into place; a full disk said as one."""
+    final = target.dir / target.name
+    try:
+        size = os.stat(target.temp).st_size
+        target.write_sidecar(json.dumps(dict(sidecar, size=size, path=str(final)), indent=2,
+                                        sort_keys=True) + "\n")
+        return target.publish()
+    except OSError as exc:
+        raise disk_error(exc, final) from None
+
+
+def copy_out(path: Path, output: Path, sidecar: dict[str, Any]) -> Path:
+    """A cached image copied to ``-o``, with its sidecar."""
+    with OutputTarget(output) as target:
+        try:
+            with open(path, "rb") as src, open(target.temp, "xb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except OSError as exc:
+            raise disk_error(exc, target.dir / target.name) from None
+        return publish_to(target, dict(sidecar))

@@ -1,4 +1,4 @@
-"""Turn a merged root filesystem into a squashfs file.
+"""Turn an image's layers, merged, into a squashfs file.
 
 Two pipelines, chosen by :func:`pick_pipeline`:
 
@@ -9,17 +9,28 @@ Two pipelines, chosen by :func:`pick_pipeline`:
   ``tar2sqfs`` cannot do.
 
 The benchmark (``bench/bench_sqshbuild.py``, results in ``bench/results/sqshbuild.md``)
-measures both; the default follows its numbers.
+measures both; the default follows its numbers. :func:`squash` runs the one picked.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from squall.errors import SquallError
+from squall.sqshbuild import fdtree
+from squall.sqshbuild.cache.layout import disk_error, work_dir_prefix
+from squall.sqshbuild.enroot_files import EnrootFiles
+from squall.sqshbuild.pipe import grow_pipe
+from squall.sqshbuild.progress import Reporter
+from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
+from squall.sqshbuild.versions import VersionProbe
 
 COMPRESSORS = ("zstd", "gzip", "lzo", "lz4", "xz")
 DEFAULT_COMPRESSOR = "zstd"
@@ -129,15 +140,6 @@ def tar2sqfs_argv(out: str, opts: SquashOptions) -> list[str]:
     return argv
 
 
-def run_mksquashfs(rootfs: str, out: str, opts: SquashOptions) -> None:
-    argv = mksquashfs_argv(rootfs, out, opts)
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
-                          stdout=None if opts.progress else subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        raise squash_error("mksquashfs", proc.returncode, proc.stderr, out)
-
-
 def _nearly_full(path: str) -> bool:
     """tar2sqfs reports a full disk as "I/O error": look at the free space itself."""
     try:
@@ -159,3 +161,90 @@ def squash_error(tool: str, rc: int, stderr: str, out: str) -> SquallError:
                            "I/O error): free space there or point --cache-dir / -o elsewhere")
     return SquallError(f"{tool} failed (exit {rc}: {last[0]}) writing {out}: check free space "
                        "and the options")
+
+
+class Build(Protocol):
+    """What a pipeline reads of the build: :class:`squall.sqshbuild.options.BuildOptions`,
+    named by shape because that module imports this one (for :class:`SquashOptions`)."""
+
+    @property
+    def squash(self) -> SquashOptions: ...
+    @property
+    def work_dir(self) -> Path | None: ...
+    @property
+    def reporter(self) -> Reporter: ...
+    def mark(self, stage: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Dest:
+    """Where a squash tool writes (``path``), what messages name (``shown``: the -o path,
+    not ``/proc/self/fd/N/...``) and the descriptors the tool inherits for it."""
+
+    path: Path
+    shown: Path
+    fds: tuple[int, ...] = ()
+
+
+def squash(pipeline: str, layers: list[Layer], files: EnrootFiles, probe: VersionProbe,
+           dest: Dest, opts: Build) -> None:
+    if pipeline == "stream":
+        _squash_stream(layers, files, probe, dest, opts)
+    else:
+        _squash_unpack(layers, files, probe, dest, opts)
+
+
+def _squash_stream(layers: list[Layer], files: EnrootFiles, probe: VersionProbe,
+                   dest: Dest, opts: Build) -> None:
+    argv = tar2sqfs_argv(str(dest.path), opts.squash)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, pass_fds=dest.fds)
+    assert proc.stdin is not None
+    grow_pipe(proc.stdin.fileno())
+    err_text = ""
+    sink = TarSink(proc.stdin, opts.reporter.squash_advance)  # type: ignore[arg-type]
+    try:
+        merge_layers(layers, sink, files.as_synthetic(), [files.workdir], probe)
+        proc.stdin.close()
+        opts.mark("merge_done")
+    except BrokenPipeError:
+        sink.abort()
+    except BaseException:
+        sink.abort()
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        if proc.stderr is not None:
+            err_text = proc.stderr.read().decode(errors="replace")
+    rc = proc.wait()
+    if rc != 0:
+        raise squash_error("tar2sqfs", rc, err_text, str(dest.shown))
+
+
+def _squash_unpack(layers: list[Layer], files: EnrootFiles, probe: VersionProbe,
+                   dest: Dest, opts: Build) -> None:
+    work = Path(tempfile.mkdtemp(prefix=work_dir_prefix("rootfs"), dir=opts.work_dir))
+    try:
+        rootfs = work / "rootfs"
+        try:
+            merge_layers(layers, DirSink(rootfs, opts.reporter.squash_advance),
+                         files.as_synthetic(), [files.workdir], probe)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_error(exc, work, "unpacking the image into") from None
+            raise
+        opts.mark("merge_done")
+        argv = mksquashfs_argv(str(rootfs), str(dest.path), opts.squash)
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL,
+                              stdout=None if opts.squash.progress else subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, check=False,
+                              pass_fds=dest.fds)
+        if proc.returncode != 0:
+            raise squash_error("mksquashfs", proc.returncode, proc.stderr, str(dest.shown))
+    finally:
+        fdtree.remove_scratch(work)

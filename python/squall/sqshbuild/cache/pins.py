@@ -8,6 +8,7 @@ asked once per job instead of once per node per step. A pin is written under its
 by the cache's writers only (root and the builder in the shared cache, a user in the
 user's own), read like every other record (:meth:`ImageCache.read_json`: a planted or
 malformed file counts as absent), and removed by ``sqshbuild gc`` after ``MAX_AGE``.
+The build's side, who resolves and who waits: :mod:`squall.sqshbuild.pinning`.
 """
 
 from __future__ import annotations
