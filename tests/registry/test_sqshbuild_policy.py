@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Registry
+from conftest import Registry, one_error_line, run_env, sqshbuild_cmd
 from imagekit import OCI_CONFIG, OCI_MANIFEST, Image, index, layer, sha
 
 from gate import missing
@@ -344,3 +346,38 @@ def test_signatures_come_through_mirrors_as_the_image_does(registry, policy, key
     finally:
         origin.stop()
         mirror.stop()
+
+
+# -- through `sqshbuild build`: before anything is fetched, and at every hit ----------------------
+def _build(ref: str, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*sqshbuild_cmd(), "--json", "--cache-dir", str(cache), *extra, ref],
+                          env=run_env(Path(os.environ["HOME"])), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_sqshbuild_checks_the_policy_before_a_build_and_at_every_hit(
+        registry, policy, keys, tmp_path):
+    """Signed: built. Then the site's policy changes: the cached image is refused by tag,
+    by digest and for a job's later step (its pinned digest), in one line each, and the
+    refused build fetched no layer."""
+    site, _ = keys
+    digest = push_image(registry, "pol/e2e", "v1", "e2e")
+    push_signatures(registry, "pol/e2e", digest,
+                    [(site, payload(digest, f"{registry.host}/pol/e2e"))])
+    scope = f"{registry.host}/pol"
+    policy({scope: [sigstore(key_file(tmp_path, site))]})
+    cache = tmp_path / "cache"
+    tag_ref = f"{registry.host}/pol/e2e:v1"
+    first = _build(tag_ref, cache, "--job", "c-1000-7")
+    assert first.returncode == 0, first.stderr
+    policy({scope: [{"type": "reject"}]})  # the site's policy changes
+    for ref, extra in ((tag_ref, ()), (f"{registry.host}/pol/e2e@{digest}", ()),
+                       (tag_ref, ("--job", "c-1000-7"))):
+        err = one_error_line(_build(ref, cache, *extra))
+        assert f'the scope "{scope}" of transport docker rejects every image' in err, err
+    unsigned = push_image(registry, "pol/e2e", "v2", "unsigned")
+    before = registry.blob_gets
+    policy({scope: [sigstore(key_file(tmp_path, site))]})
+    err = one_error_line(_build(f"{registry.host}/pol/e2e:v2", cache))
+    assert "it has no signature" in err and unsigned.split(":")[1][:8] in err, err
+    assert registry.blob_gets == before  # refused before a layer was asked for

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.errors import SquallError
-from squall.sqshbuild import enroot_files, fdtree, jsonbound, mirrors, site
+from squall.sqshbuild import enroot_files, fdtree, jsonbound, mirrors, policy, site
 from squall.sqshbuild.bounds import after_publish, check_image_size
 from squall.sqshbuild.buildlock import take_build_lock
 from squall.sqshbuild.cache import index
@@ -108,11 +108,11 @@ def _resolve_registry(src: Source, client: RegistryClient, caches: Caches, platf
                       arch: str, opts: BuildOptions) -> Manifest | BuildResult | Pinned:
     variant = opts.squash.variant()
     if src.digest and (where := caches.find(src.digest, variant)) is not None:
-        return hit(where, src, src.digest, platform, opts)  # digests never move: no request
+        return hit(where, src, src.digest, platform, opts, client)  # digests never move
     known = caches.lookup(src.canonical, platform, variant)
     where = caches.find(known, variant) if known else None
     if known and where and src.digest:
-        return hit(where, src, known, platform, opts)  # an index digest, resolved before
+        return hit(where, src, known, platform, opts, client)  # an index digest, resolved
     if opts.job and not src.digest:
         return resolve_pinned(src, client, caches, platform, arch, opts)
     opts.reporter.stage(f"resolving {src.canonical} for {platform}")
@@ -120,7 +120,7 @@ def _resolve_registry(src: Source, client: RegistryClient, caches: Caches, platf
         manifest = client.resolve(src.digest or src.tag, arch)
     except SquallError as exc:
         if known and where and offline_ok(src, exc, opts):
-            return offline_hit(where, src, known, platform, opts, exc)
+            return offline_hit(where, src, known, platform, opts, exc, client)
         raise
     return manifest
 
@@ -134,7 +134,8 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
         manifest, digest, lock = target, target.digest, None
     variant = opts.squash.variant()
     rep = opts.reporter
-    if lock is None:
+    if lock is None:  # a digest this process did not pin (pinning.py checked that one)
+        policy.check_image(src, client, digest)
         found = caches.find(digest, variant)
         if found is not None:
             return hit(found, src, digest, platform, opts)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from squall.errors import SquallError
 from squall.log import log
+from squall.sqshbuild import policy
 from squall.sqshbuild.cache import index
 from squall.sqshbuild.cache.image_cache import (
     ImageCache,
@@ -22,6 +23,7 @@ from squall.sqshbuild.options import BuildOptions, BuildResult
 from squall.sqshbuild.outpath import copy_out
 from squall.sqshbuild.progress import Reporter
 from squall.sqshbuild.refs import Source
+from squall.sqshbuild.registry import RegistryClient
 from squall.sqshbuild.trust import builder_name, is_writer
 
 
@@ -101,8 +103,12 @@ def _scratch(read: list[ImageCache], opts: BuildOptions, notice: str = "") -> Ca
 
 
 def hit(cache: ImageCache, src: Source, digest: str, platform: str,
-        opts: BuildOptions) -> BuildResult:
+        opts: BuildOptions, client: RegistryClient | None = None) -> BuildResult:
+    """A cached image for ``src``. With ``client``, the site's policy is checked first (a
+    cached image still has to satisfy the policy in force); without, the caller did."""
     variant = opts.squash.variant()
+    if client is not None:
+        policy.check_image(src, client, digest)
     if opts.deputy is not None:
         opts.deputy.check_hit(cache, src, digest, variant)
     cache.touch(digest, variant)
@@ -123,9 +129,9 @@ def offline_ok(src: Source, exc: SquallError, opts: BuildOptions) -> bool:
 
 
 def offline_hit(where: ImageCache, src: Source, known: str, platform: str,
-                opts: BuildOptions, exc: SquallError) -> BuildResult:
+                opts: BuildOptions, exc: SquallError, client: RegistryClient) -> BuildResult:
     said = f"{exc}; using the cached image {known}"
     opts.reporter.stage(said)
-    result = hit(where, src, known, platform, opts)
+    result = hit(where, src, known, platform, opts, client)
     result.offline = said
     return result

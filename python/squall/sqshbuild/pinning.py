@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass
 
 from squall.errors import SquallError
+from squall.sqshbuild import policy
 from squall.sqshbuild.buildlock import take_build_lock
 from squall.sqshbuild.cache.pins import JobPin
 from squall.sqshbuild.caches import Caches, hit, offline_hit, offline_ok
@@ -57,8 +58,8 @@ def resolve_pinned(src: Source, client: RegistryClient, caches: Caches, platform
         if digest is None:  # the holder failed: its error was its own; this one resolves
             return resolve_pinned(src, client, caches, platform, arch, opts)
     found = caches.find(digest, opts.squash.variant())
-    if found is not None:
-        return hit(found, src, digest, platform, opts)
+    if found is not None:  # a later step of the job: the policy in force, checked again
+        return hit(found, src, digest, platform, opts, client)
     return Pinned(digest)
 
 
@@ -77,10 +78,11 @@ def _pin_now(pin: JobPin, src: Source, client: RegistryClient, caches: Caches,
         if not (known and where and offline_ok(src, exc, opts)):
             raise
         pin.write(caches.write, known, socket.gethostname())
-        result = offline_hit(where, src, known, platform, opts, exc)
+        result = offline_hit(where, src, known, platform, opts, exc, client)
         result.pinned = True
         return result
     digest = manifest.digest
+    policy.check_image(src, client, digest)  # a refused image is never pinned
     found = caches.find(digest, variant)
     held: SharedLock | None = None
     if found is None:
