@@ -240,12 +240,15 @@ def order(top: Path) -> list[int]:
 
 JOB_ENV = ["LD_PRELOAD=/nonexistent/evil.so", "PATH=/tmp/evil:/usr/bin:/bin", "HOME=/tmp/evil",
            "SQSHBUILD_CACHE=/tmp/evil-cache", "JOBVAR=1"]
+# A job's own site rules: never passed to the build the plugin runs as the user.
+SITE_RULES = ["SQSHBUILD_POLICY=/tmp/evil/policy.json",
+              "SQSHBUILD_SITE_CONFIG=/tmp/evil/sqshbuild.toml"]
 
 
 def resolve(probe: Path, conf: Path, script: Path, drop: int) -> dict[str, list[str]]:
     user = pwd.getpwnam(USER)
     return run(probe, "resolve", conf, script, "/fsx/squall/images", REF, str(user.pw_uid),
-               str(user.pw_gid), str(drop), *JOB_ENV)
+               str(user.pw_gid), str(drop), *JOB_ENV, *SITE_RULES)
 
 
 @pytest.mark.parametrize("drop", [0, 1], ids=["as-root", "user-init-ids"])
@@ -277,6 +280,7 @@ def test_refused_to_the_builder_it_is_built_as_the_user(probe, builder, world, t
     u = record(world, user.pw_uid)
     assert u["arg"] == argv
     assert set(JOB_ENV) <= set(u["env"]), u["env"]
+    assert not set(SITE_RULES) & set(u["env"]), u["env"]  # the site's policy stays in force
 
 
 def test_built_by_the_builder_the_user_never_runs(probe, builder, world, tmp_path):
