@@ -17,6 +17,14 @@ blob deleted); the fsync follows in the background and ends with an ``<hex>.ok``
 so a build never waits on the disk for a layer it reads from the page cache, and a crash
 cannot leave a torn layer that looks cached.
 A blob whose digest does not match is deleted and nothing is published.
+
+A build waiting for another's download of a layer watches how fast that one goes
+(:mod:`.layerwait`, from what the holder writes into the lock every second) and, when the
+holder holds it hostage (a trickle, a stall), pulls the same digest from its own source
+into names of its own (``<hex>.tar.own-<host>.<pid>~<random>``), without the lock. Every
+copy is placed without replacing one that is there (:mod:`.noreplace`): the first verified
+copy is the layer, and the build that loses the race drops its own and reads it (a holder
+also stops downloading as soon as it sees the layer there).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import errno
 import hashlib
 import os
 import shutil
+import socket
 import stat
 import tempfile
 import time
@@ -41,9 +50,14 @@ from squall.errors import SquallError
 from squall.log import log
 from squall.sqshbuild import safefs
 from squall.sqshbuild.cache.layout import fsync_dir, work_dir_prefix
+from squall.sqshbuild.cache.leftovers import remove_dead_temps
 from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.jsonbound import check as check_depth
+from squall.sqshbuild.layerwait import HolderWatch
+from squall.sqshbuild.layerwait import status as layer_status
 from squall.sqshbuild.lock import SharedLock
+from squall.sqshbuild.noreplace import place_new
+from squall.sqshbuild.progress import PullCount
 from squall.sqshbuild.registry import Descriptor, RegistryClient
 from squall.sqshbuild.transport import (
     BodyWatch,
@@ -51,15 +65,29 @@ from squall.sqshbuild.transport import (
     body_chunks,
     low_speed,
     request_timeout,
+    short_digest,
     too_long,
 )
-from squall.sqshbuild.trust import Trust, may_remove
+from squall.sqshbuild.trust import Trust, may_remove, who
 
 CHUNK = 1 << 20
 CONFIG_LIMIT = 64 << 20  # an image config read back from the cache
+BEATEN_EVERY = 2.0  # how often a download looks whether another's copy was placed first
 
 
 Progress = Callable[[int], None]
+
+
+def _count_of(progress: Progress | None) -> PullCount | None:
+    """The build's count whose ``download_advance`` is ``progress`` (build.py passes
+    that): it says whose pull of a layer the build waits for, and whom it works for."""
+    count = getattr(progress, "__self__", None)
+    return count if isinstance(count, PullCount) else None
+
+
+def _advance(progress: Progress | None, n: int) -> None:
+    if progress and n > 0:
+        progress(n)
 
 
 def _hex(digest: str) -> str:
@@ -99,6 +127,8 @@ class LayerCache:
         self._sync_pool = ThreadPoolExecutor(max_workers=1)
         self._syncs: list[Future[None]] = []
         self._noted: set[str] = set()
+        self._active: dict[str, _LayerTar] = {}  # digest -> its download's tar (its status)
+        self._own: list[Path] = []  # verified copies this build reads, removed at close
         _ensure_dir(root)
         _ensure_dir(self.dir)
 
@@ -160,6 +190,9 @@ class LayerCache:
         try:
             self.wait_durable()
         finally:
+            for own in self._own:
+                safefs.unlink_own(own)
+            self._own = []
             if self._private is not None:
                 shutil.rmtree(self._private, ignore_errors=True)
                 self._private = None
@@ -167,52 +200,146 @@ class LayerCache:
     def fetch(self, client: RegistryClient, desc: Descriptor,
               progress: Progress | None = None) -> Path:
         """The cached layer tar for ``desc``, downloading it if needed (waits for another
-        process that is downloading the same blob).
+        process that is downloading the same blob, as long as that one goes on).
 
         The tar is usable as soon as it is renamed into place; its fsync runs in the
         background (see :meth:`wait_durable`) and ends with the ``.ok`` marker, and the
         layer's lock is held until then. A ``.tar`` without ``.ok`` is a crashed build's
         leftover that may not have reached the disk: it is fetched again."""
         final = self.path(desc.digest)
-        ok = self.ok_path(desc.digest)
-        if self.has(desc.digest):
-            if progress:
-                progress(desc.size)
-            return final
-        there = self._elsewhere(desc.digest)
+        there = final if self.has(desc.digest) else self._elsewhere(desc.digest)
         if there is not None:
-            if progress:
-                progress(desc.size)
+            _advance(progress, desc.size)
             return there
         lock = SharedLock(self.dir / f"{_hex(desc.digest)}.lock", trust=self.trust)
-        if not lock.acquire(done=lambda: self.has(desc.digest)):
-            if progress:
-                progress(desc.size)
+        watch = HolderWatch(desc.digest, desc.size, request_timeout())
+        if self._wait(lock, watch, progress):
+            return self._fetch_locked(client, desc, progress, lock)
+        if self.has(desc.digest):
+            _advance(progress, desc.size)
             return final
+        return self._around(client, desc, progress, watch)
+
+    def _wait(self, lock: SharedLock, watch: HolderWatch, progress: Progress | None) -> bool:
+        """Take the layer's lock (True), or False once the layer is there or its holder
+        holds the waiters hostage (``watch.why``); the build's progress lines say whose
+        pull it waits for meanwhile."""
+        count = _count_of(progress)
+
+        def seen(owner: dict[str, object] | None) -> None:
+            if owner is not None and "user" not in owner:  # not written yet, or older
+                st = safefs.lstat(lock.path)
+                owner = {**owner, "user": who(st.st_uid)} if st is not None else owner
+            watch.see(owner)
+            if count is not None:
+                count.layer_wait(watch.digest, watch.text() if owner else None)
+
+        try:
+            return lock.acquire(done=lambda: self.has(watch.digest) or bool(watch.why),
+                                progress=seen, every=watch.every)
+        finally:
+            if count is not None:
+                count.layer_wait(watch.digest, None)
+
+    def _fetch_locked(self, client: RegistryClient, desc: Descriptor,
+                      progress: Progress | None, lock: SharedLock) -> Path:
+        """Under the layer's lock: download it into place, telling the builds that wait
+        how far it is (the lock's status)."""
+        final, ok = self.path(desc.digest), self.ok_path(desc.digest)
         handed = False
         try:
             if self.has(desc.digest):
-                if progress:
-                    progress(desc.size)
+                _advance(progress, desc.size)
                 return final
             taken = "the layer's lock is not honoured" if lock.unlocked else \
                 self._taken(desc.digest)
             if taken:
                 self._note(f"note: layer {desc.digest[:19]} is downloaded for this build only: "
                            f"{taken}")
-                where = self.private_dir()
-                self._download(client, desc, where / final.name, progress)
-                return where / final.name
+                return self._fetch_private(client, desc, progress)
             safefs.unlink_own(ok)
             if safefs.lstat(final) is not None and not safefs.unlink_own(final):
                 final.unlink()  # root: a trusted owner's crashed layer (_taken checked it)
-            self._download(client, desc, final, progress)
+            count = _count_of(progress)
+            serves = count.serves if count is not None else ""
+            lock.status = lambda: self._status(desc.digest, serves)
+            self._download(client, desc, final, progress,
+                           beaten=lambda: self.has(desc.digest))
+            lock.status = lambda: layer_status(desc.digest, None, 0, serves)
             self._syncs.append(self._sync_pool.submit(self._make_durable, final, ok, lock))
             handed = True
             return final
         finally:
             if not handed:
                 lock.release()
+
+    def _status(self, digest: str, serves: str) -> dict[str, object]:
+        tar = self._active.get(digest)
+        if tar is None:
+            return layer_status(digest, 0, 0, serves)
+        return layer_status(digest, tar.wire, tar.compressed, serves)
+
+    def _fetch_private(self, client: RegistryClient, desc: Descriptor,
+                       progress: Progress | None) -> Path:
+        """The layer downloaded into this build's own directory, for this build only."""
+        where = self.private_dir() / self.path(desc.digest).name
+        self._download(client, desc, where, progress)
+        return where
+
+    def _around(self, client: RegistryClient, desc: Descriptor, progress: Progress | None,
+                watch: HolderWatch) -> Path:
+        """The layer pulled from this build's own source while another holds its lock
+        and holds the waiters hostage: into names of this process's own, verified, made
+        durable, then placed unless another verified copy was placed first."""
+        log.warning("note: layer %s is pulled by %s, but %s: this build pulls it from %s "
+                    "itself (docs/security.md)", short_digest(desc.digest), watch.holder(),
+                    watch.why, client.name)
+        taken = self._taken(desc.digest)
+        if taken:
+            self._note(f"note: layer {desc.digest[:19]} is downloaded for this build only: "
+                       f"{taken}")
+            return self._fetch_private(client, desc, progress)
+        h = _hex(desc.digest)
+        remove_dead_temps(self.dir, f"{h}.*.own-*", self.trust)  # killed builds' names
+        tag = f"own-{socket.gethostname()}.{os.getpid()}~{uuid.uuid4().hex[:8]}"
+        mine, partial = self.dir / f"{h}.tar.{tag}", self.dir / f"{h}.partial.{tag}"
+        try:
+            if not self._download(client, desc, mine, progress, partial=partial,
+                                  beaten=lambda: self.has(desc.digest)):
+                return self.path(desc.digest)  # another's copy came first
+            return self._place_own(mine, desc.digest)
+        except BaseException:
+            for name in (mine, partial):  # a unique name: nobody would resume it
+                safefs.unlink_own(name)
+            raise
+
+    def _place_own(self, mine: Path, digest: str) -> Path:
+        """A verified copy pulled without the lock: made durable first (so that whoever
+        reads it after a crash finds the bytes), then placed unless a copy is there."""
+        final, ok = self.path(digest), self.ok_path(digest)
+        try:
+            fd = safefs.open_read(mine)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if place_new(mine, final):
+                fsync_dir(self.dir)
+                try:
+                    os.close(safefs.create(ok, 0o644))
+                except FileExistsError:
+                    pass  # the holder's, after its fsync of this very file
+                fsync_dir(self.dir)
+                return final
+        except (OSError, safefs.Unsafe) as exc:
+            if isinstance(exc, safefs.Unsafe):
+                raise SquallError(f"layer {mine} changed under this build: {exc}") from None
+            raise _disk_error(exc, final) from None
+        if self.has(digest):
+            safefs.unlink_own(mine)
+            return final
+        self._own.append(mine)  # another's copy is not durable yet: this build reads its own
+        return mine
 
     def _make_durable(self, final: Path, ok: Path, lock: SharedLock) -> None:
         try:
@@ -221,7 +348,10 @@ class LayerCache:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.close(safefs.create(ok, 0o644))
+            try:
+                os.close(safefs.create(ok, 0o644))
+            except FileExistsError:
+                pass  # placed and marked by a build that pulled it while this one held it
             fsync_dir(self.dir)
         except (OSError, safefs.Unsafe) as exc:
             if isinstance(exc, safefs.Unsafe):
@@ -237,46 +367,64 @@ class LayerCache:
             f.result()
 
     def _download(self, client: RegistryClient, desc: Descriptor, final: Path,
-                  progress: Progress | None) -> None:
-        partial = final.with_name(f"{_hex(desc.digest)}.partial")
+                  progress: Progress | None, partial: Path | None = None,
+                  beaten: Callable[[], bool] | None = None) -> bool:
+        """Download the layer to ``final`` (through ``partial``, by default
+        ``<hex>.partial`` beside it): True once placed there, False when ``beaten`` said
+        meanwhile that another's copy was placed first (this download's files removed)."""
+        partial = partial or final.with_name(f"{_hex(desc.digest)}.partial")
         tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, progress, partial)
-        delay = 0.5
-        mismatches = 0
+        tar.beaten = beaten
+        self._active[desc.digest] = tar
         try:
-            for attempt in range(client.retries):
-                try:
-                    self._download_once(client, desc, partial, final, tar)
-                except _Retry as exc:
-                    if attempt + 1 >= client.retries:
-                        raise SquallError(f"download of {desc.digest} from {client.name} kept "
-                                          f"failing ({exc}): check the network and try "
-                                          "again") from None
-                    time.sleep(delay)
-                    delay *= 2
-                    continue
-                except _TooLong as exc:
-                    safefs.unlink_own(partial)
-                    tar.reset()
-                    if client.blob_failed(desc.digest):
-                        continue  # a mirror served it: the next source
-                    raise SquallError(str(exc)) from None
-                except _Mismatch as exc:
-                    safefs.unlink_own(partial)
-                    tar.reset()
-                    if client.blob_failed(desc.digest):
-                        continue  # a mirror served it wrong: the next source
-                    mismatches += 1
-                    if mismatches >= 2:
-                        raise SquallError(
-                            f"digest mismatch for layer {desc.digest} from {client.name}: the "
-                            f"data {exc}; the registry served corrupt or tampered content, "
-                            "nothing was published") from None
-                    continue
-                return
+            self._attempts(client, desc, partial, final, tar)
+            return True
+        except _Beaten:
+            safefs.unlink_own(partial)
+            _advance(progress, desc.size - tar.reported)
+            return False
         except OSError as exc:
             raise _disk_error(exc, final) from None
         finally:
             tar.close()
+            self._active.pop(desc.digest, None)
+
+    def _attempts(self, client: RegistryClient, desc: Descriptor, partial: Path, final: Path,
+                  tar: _LayerTar) -> None:
+        delay = 0.5
+        mismatches = 0
+        for attempt in range(client.retries):
+            if tar.beaten is not None and tar.beaten():
+                raise _Beaten
+            try:
+                self._download_once(client, desc, partial, final, tar)
+            except _Retry as exc:
+                if attempt + 1 >= client.retries:
+                    raise SquallError(f"download of {desc.digest} from {client.name} kept "
+                                      f"failing ({exc}): check the network and try "
+                                      "again") from None
+                time.sleep(delay)
+                delay *= 2
+                continue
+            except _TooLong as exc:
+                safefs.unlink_own(partial)
+                tar.reset()
+                if client.blob_failed(desc.digest):
+                    continue  # a mirror served it: the next source
+                raise SquallError(str(exc)) from None
+            except _Mismatch as exc:
+                safefs.unlink_own(partial)
+                tar.reset()
+                if client.blob_failed(desc.digest):
+                    continue  # a mirror served it wrong: the next source
+                mismatches += 1
+                if mismatches >= 2:
+                    raise SquallError(
+                        f"digest mismatch for layer {desc.digest} from {client.name}: the "
+                        f"data {exc}; the registry served corrupt or tampered content, "
+                        "nothing was published") from None
+                continue
+            return
         raise SquallError(f"download of {desc.digest} from {client.name} failed: try again")
 
     def _download_once(self, client: RegistryClient, desc: Descriptor, partial: Path,
@@ -348,9 +496,15 @@ class LayerCache:
         """The body into ``out`` and ``tar``, stopped at ``bound`` or when it stalls."""
         window = request_timeout()
         watch = BodyWatch(resp, window, least=int(low_speed() * window))
+        tar.wire = tar.have
+
+        def arrived(n: int) -> None:
+            watch.add(n)
+            tar.arrived(n)
+
         try:
             with watch:
-                for chunk in body_chunks(resp, CHUNK, watch.add):
+                for chunk in body_chunks(resp, CHUNK, arrived):
                     if tar.have + len(chunk) > bound:  # stop at once
                         raise _longer(desc, source, bound)
                     out.write(chunk)
@@ -426,6 +580,10 @@ class _LayerTar:
         self.decoder: Decoder | None = None
         self.out: BinaryIO | None = None  # open from start() until publish() or reset()
         self.head = b""  # the first bytes, until there are enough to tell the compression
+        self.wire = 0  # the blob's bytes come so far, fed or not yet (progress, the lock)
+        # says whether another's copy of the layer was placed: this download then stops
+        self.beaten: Callable[[], bool] | None = None
+        self._looked = time.monotonic()
 
     @property
     def started(self) -> bool:
@@ -438,6 +596,16 @@ class _LayerTar:
         # were never handed to this tar (LayerCache._taken)
         safefs.unlink_own(self.tmp)
         self.out = os.fdopen(safefs.create(self.tmp, 0o644), "wb")
+
+    def arrived(self, n: int) -> None:
+        """``n`` bytes of the blob came (a chunk is fed once whole); every BEATEN_EVERY
+        seconds, a look whether another's copy was placed first (:class:`_Beaten`)."""
+        self.wire += n
+        self._report()
+        if self.beaten is not None and time.monotonic() - self._looked >= BEATEN_EVERY:
+            self._looked = time.monotonic()
+            if self.beaten():
+                raise _Beaten
 
     def feed(self, chunk: bytes) -> None:
         assert self.out is not None
@@ -452,9 +620,14 @@ class _LayerTar:
         if self.decoder is not None and self.decoder.too_big:
             self.decoder.finish()  # says so: stopped now, whatever the blob still brings
         self.have += len(chunk)
-        if self.progress and self.have > self.reported:
-            self.progress(self.have - self.reported)
-            self.reported = self.have
+        self.wire = max(self.wire, self.have)
+        self._report()
+
+    def _report(self) -> None:
+        """Bytes as they come, not once a chunk is whole: a trickle moves the count too."""
+        if self.progress and self.wire > self.reported:
+            self.progress(self.wire - self.reported)
+            self.reported = self.wire
 
     def publish(self, final: Path, source: str) -> None:
         """Check the digest and finish the tar; only then rename it to ``final``."""
@@ -469,11 +642,15 @@ class _LayerTar:
         assert self.out is not None
         self.out.close()
         self.out = None
+        # Never over a copy that is there: another build's, verified, placed while this
+        # one downloaded (it pulled around this one's lock): the same bytes, kept.
         if self.decoder.plain and self.partial is not None:
-            os.rename(self.partial, final)  # the blob is the tar: never copied
+            if not place_new(self.partial, final):  # the blob is the tar: never copied
+                safefs.unlink_own(self.partial)
             safefs.unlink_own(self.tmp)
             return
-        os.rename(self.tmp, final)
+        if not place_new(self.tmp, final):
+            safefs.unlink_own(self.tmp)
 
     def _decode_head(self) -> None:
         assert self.out is not None
@@ -491,7 +668,7 @@ class _LayerTar:
         if self.out is not None:
             self.out.close()
             self.out = None
-        self.have = 0
+        self.have = self.wire = 0
         self.hasher = hashlib.sha256()
 
     def close(self) -> None:
@@ -541,6 +718,10 @@ class _Retry(Exception):
 
 class _Mismatch(Exception):
     pass
+
+
+class _Beaten(Exception):
+    """Another build's verified copy of the layer was placed while this one downloaded."""
 
 
 class _TooLong(Exception):

@@ -48,13 +48,32 @@ class PullCount(Reporter):
     def __init__(self, inner: Reporter, ref: str) -> None:
         self.inner = inner
         self.ref = ref
+        # the user this build works for (--for-user), said in its layers' locks ('': none)
+        self.serves = ""
         self._lock = threading.Lock()
         self.total, self.pulled, self.written = 0, 0, 0
+        self._waits: dict[str, str] = {}  # layer digest -> whose pull of it this build waits for
 
     def fields(self) -> dict[str, object]:
         with self._lock:
-            return {"ref": self.ref, "total": self.total, "pulled": self.pulled,
-                    "written": self.written}
+            out: dict[str, object] = {"ref": self.ref, "total": self.total,
+                                      "pulled": self.pulled, "written": self.written}
+            if self._waits:
+                out["waiting"] = next(iter(self._waits.values()))
+            return out
+
+    def layer_wait(self, digest: str, text: str | None) -> None:
+        """This build waits for another's pull of a layer (``text``: whose, how fast, as
+        layerwait.HolderWatch.text says it), or no longer (None)."""
+        with self._lock:
+            if text is None:
+                self._waits.pop(digest, None)
+            else:
+                self._waits[digest] = text
+
+    def waits(self) -> list[str]:
+        with self._lock:
+            return list(self._waits.values())
 
     def stage(self, text: str) -> None:
         self.inner.stage(text)
@@ -97,7 +116,9 @@ def describe(fields: dict[str, object], rate: float | None) -> str:
     if total and pulled >= total:
         return f"squashes {ref}: {human(written if isinstance(written, int) else 0)} written"
     text = f"pulls {ref}: {human(pulled)} of {human(total)}"
-    return text + (f", {human(rate)}/s" if rate is not None else "")
+    text += f", {human(rate)}/s" if rate is not None else ""
+    waiting = fields.get("waiting")
+    return text + (f"; waits for {waiting}" if isinstance(waiting, str) and waiting else "")
 
 
 class ProgressLines(PullCount):
@@ -121,11 +142,22 @@ class ProgressLines(PullCount):
     def _tick(self) -> None:
         last = (time.monotonic(), 0)
         while not self._stop.wait(self.progress_every):
-            fields = self.fields()
             now, pulled = time.monotonic(), self.pulled
             rate = (pulled - last[1]) / (now - last[0]) if now > last[0] else None
+            for line in self.lines(rate, moved=pulled != last[1]):
+                self.say(line)
             last = (now, pulled)
-            self.say(f"{self.host} {describe(fields, rate)}")
+
+    def lines(self, rate: float | None, moved: bool = True) -> list[str]:
+        """This tick's lines: what this build pulls, and whose pull of a layer it waits
+        for and how fast that one goes. While it only waits (its own count did not move),
+        the wait alone: a line that said it pulls at 0 B/s hid whom it waited for."""
+        fields = self.fields()
+        fields.pop("waiting", None)
+        waits = [f"{self.host} waits for {w}" for w in self.waits()]
+        if waits and not moved:
+            return waits
+        return [f"{self.host} {describe(fields, rate)}", *waits]
 
     def waiting_progress(self, owner: dict[str, object] | None) -> None:
         who = (f"{owner.get('host')} (pid {owner.get('pid')})" if owner

@@ -103,7 +103,8 @@ def gc(cache: ImageCache, max_bytes: int, dry_run: bool = False) -> list[dict[st
 
 def remove_leftovers(cache: ImageCache) -> list[dict[str, Any]]:
     """Temporary files of dead builds in the cache, partial layer downloads no build
-    holds (their lock is free), and job pins past their age (pins.MAX_AGE)."""
+    holds (their lock is free) or a dead build made without the lock, and job pins past
+    their age (pins.MAX_AGE)."""
     gone = [*remove_dead_temps(cache.root, f"{TMP_PREFIX}*", cache.trust),
             *remove_dead_temps(cache.root / "index", f"{TMP_PREFIX}*", cache.trust),
             *remove_dead_temps(cache.root / "pins", f"{TMP_PREFIX}*", cache.trust)]
@@ -116,6 +117,8 @@ def remove_leftovers(cache: ImageCache) -> list[dict[str, Any]]:
             except OSError:
                 pass
     layer_dir = cache.layer_root / "sha256"
+    # a killed build's copy of a layer pulled around another's lock (layers.py)
+    gone += remove_dead_temps(layer_dir, "*.own-*", cache.trust)
     stems = {p.name.split(".")[0] for pat in ("*.partial", "*.tar.tmp", "*.tar")
              for p in layer_dir.glob(pat)}
     for stem in sorted(stems):
