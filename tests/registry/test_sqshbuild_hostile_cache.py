@@ -23,6 +23,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tarfile
 import uuid
 from pathlib import Path
 
@@ -415,6 +416,64 @@ def test_an_earlier_squalls_cache_is_refused_then_converted(scene, registry):
     proc = run_root("build", "--json", "--cache-dir", str(cache), target.ref)
     assert json.loads(proc.stdout.strip().splitlines()[-1])["cached"] is True, proc.stderr
     assert snapshot(canary) == before
+
+
+def as_attacker(code: str, *args: str) -> None:
+    subprocess.run(["setpriv", f"--reuid={ATTACKER}", f"--regid={ATTACKER}", "--clear-groups",
+                    sys.executable, "-c", code, *args], check=True, timeout=30)
+
+
+def test_convert_cache_re_hashes_layers_in_a_directory_the_attacker_owns(scene, registry):
+    """Issue 39: an earlier squall's cache whose layers/ belonged to its first user; she
+    swaps two of root's layer files before root converts. convert-cache moves from her
+    directories only what the bytes prove (the plain layer, the config: sha256 = name),
+    leaves the swapped layers in the old directory, and the next image built on the same
+    base layer has the base's files (was: the app layer's)."""
+    place, cache, canary, _target = scene
+    base = layer(("dir", "etc"), ("file", "etc/os-release", "ID=base\n"))
+    app = layer(("file", "marker", TRUTH))
+    plain = layer(("file", "plain", "uncompressed\n"), compress=False)
+    repo = f"test/swap-{uuid.uuid4().hex[:8]}"
+    image = Image([base, plain, app], {"Cmd": ["/bin/true"]})
+    registry.pusher.push(repo, "v1", image)
+    registry.pusher.push(repo, "v2", Image([base, layer(("file", "v2", "two\n"))],
+                                           {"Cmd": ["/bin/true"]}))
+    assert run_root("build", "--json", "--cache-dir", str(cache),
+                    f"{registry.host}/{repo}:v1").returncode == 0
+    layers = cache / "layers" / "sha256"
+    for d in [cache, *[p for p in cache.rglob("*") if p.is_dir()]]:
+        os.chown(d, 0, 0)
+        os.chmod(d, 0o1777)  # as an earlier squall made it...
+    for d in (cache / "layers", layers):
+        os.chown(d, ATTACKER, ATTACKER)  # ...with layers/ made by its first user
+        os.chmod(d, 0o755)
+    a, b = (layers / f"{sha(x).split(':')[1]}.tar" for x in (base, app))
+    as_attacker("import os, sys; a, b = sys.argv[1:]; os.rename(a, a + '.x'); "
+                "os.rename(b, a); os.rename(a + '.x', b)", str(a), str(b))
+    assert cat_tar_names(a) == ["marker"]  # the base's name holds the app layer now
+    before = snapshot(canary)
+    proc = run_root("convert-cache", "--json", "--cache-dir", str(cache))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    done = json.loads(proc.stdout)
+    assert "so a name there proves nothing" in proc.stderr, proc.stderr
+    moved = set(done["moved"])
+    assert f"layers/sha256/{sha(plain).split(':')[1]}.tar" in moved
+    assert f"layers/sha256/{json.loads(image.manifest())['config']['digest'][7:]}.config" \
+        in moved
+    assert not a.exists() and not b.exists()
+    old = Path(done["old"]) / "layers" / "sha256"
+    assert cat_tar_names(old / a.name) == ["marker"]   # hers to look at, untouched
+    sound(cache, (0, builder_account()))
+    proc = run_root("build", "--json", "--cache-dir", str(cache), f"{registry.host}/{repo}:v2")
+    built = built_or_one_line(proc)
+    assert built is not None and cat(built, "etc/os-release") == "ID=base\n"
+    assert cat(built, "v2") == "two\n"
+    assert snapshot(canary) == before
+
+
+def cat_tar_names(path: Path) -> list[str]:
+    with tarfile.open(path) as t:
+        return [m.name for m in t.getmembers() if m.isfile()]
 
 
 # -- random hostile trees -------------------------------------------------------------------

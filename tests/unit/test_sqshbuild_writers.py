@@ -168,3 +168,72 @@ def test_convert_moves_trusted_entries_and_leaves_the_rest(tmp_path):
     cache = open_shared(old)
     assert cache.has("sha256:" + "1" * 64) and not (old / f"{bad}.sqsh").exists()
     assert stat.S_IMODE(old.stat().st_mode) == 0o755
+
+
+def _old_cache_with_swapped_layers(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """An earlier squall's cache whose layers/ a user made: root's layer files in it, two
+    of them swapped by her (issue 39), beside a plain layer and a config whose bytes hash
+    to their names, and one config that does not."""
+    import gzip
+    import hashlib
+    old = tmp_path / "images"
+    sha = old / "layers" / "sha256"
+    sha.mkdir(parents=True)
+    os.chmod(old, 0o1777)
+
+    def name(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    base, app = b"base layer tar" * 50, b"app layer tar" * 50
+    gz_base, gz_app = name(gzip.compress(base)), name(gzip.compress(app))
+    plain, config = b"a plain layer's tar" * 50, b'{"rootfs": {}}'
+    files = {f"{gz_base}.tar": app, f"{gz_app}.tar": base,   # swapped
+             f"{name(plain)}.tar": plain, f"{name(config)}.config": config,
+             "f" * 64 + ".config": b'{"not": "its name"}'}
+    for n, data in files.items():
+        (sha / n).write_bytes(data)
+        if n.endswith(".tar"):
+            (sha / (n[:-4] + ".ok")).write_bytes(b"")
+    for d in (old / "layers", sha):
+        _theirs(d)   # her first build made them
+    d = "sha256-" + "1" * 64
+    (old / f"{d}.sqsh").write_bytes(b"hsqs")
+    (old / f"{d}.json").write_text("{}")
+    return old, {"plain": name(plain), "config": name(config), "base": gz_base,
+                 "app": gz_app, "image": d}
+
+
+def test_convert_moves_only_proven_layers_out_of_a_directory_a_user_wrote(tmp_path, caplog):
+    """Her directory: names prove nothing, so layers and configs are re-hashed; the plain
+    layer and the config move (a fresh .ok), the swapped inflated layers stay behind;
+    the images in root's sticky directory move as before."""
+    old, n = _old_cache_with_swapped_layers(tmp_path)
+    done = convert.convert(old)
+    layers = old / "layers" / "sha256"
+    assert sorted(p.name for p in layers.iterdir()) == sorted(
+        [f"{n['plain']}.tar", f"{n['plain']}.ok", f"{n['config']}.config"])
+    assert stat.S_IMODE((layers / f"{n['plain']}.ok").stat().st_mode) == 0o644
+    assert f"{n['image']}.sqsh" in done.moved and f"{n['image']}.json" in done.moved
+    kept = done.old / "layers" / "sha256"
+    assert (kept / f"{n['base']}.tar").read_bytes().startswith(b"app layer tar")
+    assert (kept / f"{n['app']}.tar").exists() and (kept / ("f" * 64 + ".config")).exists()
+    assert done.unproven == {"layers/sha256": (
+        "layers belongs to 4242, who is not root", 3)}
+    cache = open_shared(old)
+    assert not cache.has("sha256:" + "2" * 64)
+    assert any("so a name there proves nothing: 3 layers and configs" in r.getMessage()
+               for r in caplog.records), caplog.text
+
+
+def test_convert_leaves_images_of_a_directory_a_group_could_write(tmp_path):
+    """A 2775 cache: any of the group could have swapped root's images: none moves."""
+    old, n = _old_cache_with_swapped_layers(tmp_path)
+    os.chmod(old, 0o2775)
+    for d in (old / "layers", old / "layers" / "sha256"):
+        os.lchown(d, 0, 0)
+    done = convert.convert(old)
+    assert not (old / f"{n['image']}.sqsh").exists()
+    assert (done.old / f"{n['image']}.sqsh").exists()
+    assert done.unproven[""] == ("images is writable by its group (mode 2775)", 2)
+    assert sorted(done.moved) == sorted(["layers/sha256/" + n["plain"] + ".tar",
+                                         "layers/sha256/" + n["config"] + ".config"])
