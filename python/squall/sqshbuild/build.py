@@ -164,6 +164,7 @@ def _build_registry(src: Source, client: RegistryClient, caches: Caches,
         # a build that prints its progress counts already.
         count = rep if isinstance(rep, PullCount) else PullCount(rep, src.canonical)
         count.ref = src.canonical
+        count.serves = opts.deputy.user if opts.deputy is not None else ""  # waiters say whom
         lock.status = count.fields
         opts = replace(opts, reporter=count)
         sidecar = of_registry(src, client, manifest, config, platform)
