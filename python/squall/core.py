@@ -397,6 +397,7 @@ class PlugstackConfig:
     local_cache: str
     local_cache_gb: int
     local_cache_max_nodes: int
+    metrics_dir: str | None   # None: metrics_dir=none, no metrics written
 
 
 def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
@@ -422,6 +423,7 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
             container_reuse=bool(cfg.container_reuse),
             local_cache=c_text(cfg.local_cache) or "", local_cache_gb=int(cfg.local_cache_gb),
             local_cache_max_nodes=int(cfg.local_cache_max_nodes),
+            metrics_dir=c_text(cfg.metrics_dir),
         )
     finally:
         lib.sq_config_free(cfg)

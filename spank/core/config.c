@@ -13,7 +13,7 @@
 
 #define WHAT "plugstack.conf"
 
-enum kind { K_PATH, K_OPTPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG, K_GB, K_NODES };
+enum kind { K_PATH, K_OPTPATH, K_OFFPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG, K_GB, K_NODES };
 
 struct key {
 	const char *name;
@@ -44,6 +44,7 @@ static const struct key keys[] = {
 	{ "local_cache", K_PATH, "/var/lib/squall/cache", F(local_cache) },
 	{ "local_cache_gb", K_GB, "20", F(local_cache_gb) },
 	{ "local_cache_max_nodes", K_NODES, "16", F(local_cache_max_nodes) },
+	{ "metrics_dir", K_OFFPATH, "/var/lib/prometheus/node-exporter", F(metrics_dir) },
 };
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -133,6 +134,13 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 		if (value == NULL)
 			return 0;    /* the default: unset */
 		return set_path(&a, sp);
+	case K_OFFPATH:
+		if (strcmp(value, "none") == 0) {
+			free(*sp);
+			*sp = NULL;  /* off */
+			return 0;
+		}
+		return set_path(&a, sp);
 	case K_PATH:
 		return set_path(&a, sp);
 	case K_BOOL:
@@ -164,6 +172,7 @@ void sq_config_free(struct sq_config *c)
 	free(c->efa_opt_root);
 	free(c->importer);
 	free(c->local_cache);
+	free(c->metrics_dir);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -200,7 +209,8 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 				"sqshbuild, image_cache, container_scope, execute_entrypoint, efa, "
 				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log, "
 				"use_squashfuse, use_enroot_load, importer, container_name_strict, "
-				"container_reuse, local_cache, local_cache_gb, local_cache_max_nodes)", show);
+				"container_reuse, local_cache, local_cache_gb, local_cache_max_nodes, "
+				"metrics_dir)", show);
 			goto fail;
 		}
 		if (given[k]) {

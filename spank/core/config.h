@@ -30,6 +30,10 @@
  *   local_cache_max_nodes 16                        0..1000000: jobs on more nodes start no
  *                                                   extraction (they use trees already
  *                                                   there); 0: any number of nodes
+ *   metrics_dir         /var/lib/prometheus/node-exporter
+ *                                                   absolute; node_exporter's textfile
+ *                                                   directory, where squall.prom goes
+ *                                                   (docs/metrics.md); none: no metrics
  *
  * Booleans take Pyxis's spellings, any case: 1 true yes y (on) and 0 false no n (off).
  * An unknown key, a missing '=', an empty or malformed value, or a key given twice is
@@ -68,6 +72,7 @@ struct sq_config {
 	char *local_cache;       /* node-local cache of extracted images (nodecache.h) */
 	int local_cache_gb;      /* its size limit per user in GiB; 0: not used */
 	int local_cache_max_nodes; /* jobs on more nodes do not fill it; 0: any number */
+	char *metrics_dir;       /* node_exporter's textfile directory; NULL: none (off) */
 };
 
 /* Fill c with the defaults, then apply argv[0..argc) (the plugin's ac/av).

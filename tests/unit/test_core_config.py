@@ -14,7 +14,7 @@ DEFAULTS = {
     "use_enroot_load": False, "importer": None, "container_name_strict": False,
     "container_reuse": True,
     "local_cache": "/var/lib/squall/cache", "local_cache_gb": 20,
-    "local_cache_max_nodes": 16,
+    "local_cache_max_nodes": 16, "metrics_dir": "/var/lib/prometheus/node-exporter",
 }
 
 
@@ -30,7 +30,8 @@ def test_every_key_can_be_set():
             "log=verbose", "use_squashfuse=1", "use_enroot_load=1",
             "importer=/usr/share/pyxis/importers/caching_importer.sh",
             "container_name_strict=1", "container_reuse=0",
-            "local_cache=/scratch/sq", "local_cache_gb=0", "local_cache_max_nodes=0"]
+            "local_cache=/scratch/sq", "local_cache_gb=0", "local_cache_max_nodes=0",
+            "metrics_dir=/srv/textfile"]
     assert parse_plugstack_args(args) == {
         "runtime_path": "/run/sq", "enroot": "/usr/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
@@ -41,6 +42,7 @@ def test_every_key_can_be_set():
         "container_name_strict": True,
         "container_reuse": False,
         "local_cache": "/scratch/sq", "local_cache_gb": 0, "local_cache_max_nodes": 0,
+        "metrics_dir": "/srv/textfile",
     }
 
 
@@ -131,3 +133,8 @@ def test_unknown_key_names_itself_and_lists_pyxis_keys():
     for key in ("use_squashfuse", "use_enroot_load", "importer", "container_scope"):
         assert key in msg, msg
 
+
+def test_metrics_dir_none_turns_the_metrics_off():
+    assert parse_plugstack_args(["metrics_dir=none"])["metrics_dir"] is None
+    with pytest.raises(SquallError, match="metrics_dir must be an absolute path"):
+        parse_plugstack_args(["metrics_dir=textfile"])
