@@ -61,7 +61,8 @@ char *sq_read_all(int fd, size_t *len)
 	}
 	if (buf != NULL) {
 		buf[n] = '\0';
-		*len = n;
+		if (len != NULL)
+			*len = n;
 	}
 	return buf;
 }

@@ -13,7 +13,7 @@ ssize_t sq_read_text(int fd, char *buf, size_t len);
 
 /* Read all of fd (left open: the caller's) into a heap buffer, NUL-terminated after its
  * *len bytes (which may hold NULs: /proc/PID/environ); at most 1 GiB. NULL on a read error
- * or out of memory. Free with free(). */
+ * or out of memory. Free with free(). len may be NULL (text that holds no NUL). */
 char *sq_read_all(int fd, size_t *len);
 /* sq_read_all of the file at path, opened read-only and closed again. NULL also when it
  * cannot be opened. */

@@ -25,6 +25,7 @@
 #include "mounts_exist.h"
 #include "named.h"
 #include "pmix.h"
+#include "promfile.h"
 #include "report.h"
 #include "running.h"
 #include "safeopen.h"
@@ -43,6 +44,8 @@ void sq_step_init(struct sq_step *s, const struct sq_config *cfg, struct sq_opts
 	s->opt = opt;
 	sq_container_init(&s->ctr);
 	sq_nsholder_init(&s->holder);
+	s->join_fd[0] = s->join_fd[1] = -1;
+	s->build = -1;
 }
 
 static int make_runtime_dir(struct sq_step *s)
@@ -224,8 +227,9 @@ static void say_progress(const char *line)
  * step (core/stepcg.h); "" when there is none to join. */
 static void step_cgroup(const struct sq_step *s, char *out, size_t outlen)
 {
-	char *cg = sq_read_file("/proc/self/cgroup", NULL);
-	char *mi = sq_read_file("/proc/self/mountinfo", NULL);
+	size_t cglen, milen;   /* sq_read_file sets them: never NULL */
+	char *cg = sq_read_file("/proc/self/cgroup", &cglen);
+	char *mi = sq_read_file("/proc/self/mountinfo", &milen);
 	char step[32];
 
 	if (s->stepid == SQ_STEP_BATCH)
@@ -247,6 +251,7 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 	struct sq_image_ref ref;
 	char err[SQ_ERR_LEN], job[96], procs[PATH_MAX];
 	int registry, rc;
+	double t0;
 
 	job_key(s, job, sizeof(job));
 	ienv.job = job;
@@ -281,7 +286,13 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 		sq_hash_hex(keyed, strlen(keyed), s->image.identity);
 		return 0;
 	}
+	t0 = sq_now();
 	rc = sq_image_resolve(s->opt->image, &ienv, &s->image, err, sizeof(err));
+	if (s->image.from_registry || (rc < 0 && registry)) {
+		/* sqshbuild ran (a pull, or a hit in the shared cache): the node's metrics */
+		s->build = rc == 0;
+		s->build_s = sq_now() - t0;
+	}
 	/* The builder's lines (it may not pull this: built as the user) */
 	sq_report_warn(s->image.note);
 	return rc < 0 ? sq_report_fail(err) : 0;
@@ -599,10 +610,19 @@ void sq_step_user_init(struct sq_step *s, spank_t sp)
 	s->pmix = sq_pmix_step(job_env);
 	if (getcwd(cwd, sizeof(cwd)) == NULL)
 		snprintf(cwd, sizeof(cwd), "/");
-	if (prepare(s, job_env, cwd) < 0 || resolve(s, cwd) != 0)
+	if (s->cfg->metrics_dir != NULL)
+		sq_metrics_join_open(s->join_fd);  /* without it, no join time: no harm */
+	s->stage = SQ_MSTAGE_PREPARE;
+	if (prepare(s, job_env, cwd) < 0)
 		return;
-	if (configure(s, sp, job_env, cwd) == 0)
+	s->stage = SQ_MSTAGE_RESOLVE;
+	if (resolve(s, cwd) != 0)
+		return;
+	s->stage = SQ_MSTAGE_CONFIGURE;
+	if (configure(s, sp, job_env, cwd) == 0) {
+		s->stage = SQ_MSTAGE_START;
 		start_or_keep(s);
+	}
 	if (s->conf_path[0]) {
 		unlink(s->conf_path);
 		s->conf_path[0] = '\0';
@@ -695,7 +715,7 @@ static void say_entrypoint_output(const struct sq_step *s)
 
 int sq_step_task_init(struct sq_step *s, spank_t sp)
 {
-	int local_id = 0;
+	int local_id = 0, joined;
 	uint32_t global_id = 0;
 	double t0;
 
@@ -711,7 +731,10 @@ int sq_step_task_init(struct sq_step *s, spank_t sp)
 	if (local_id == 0)
 		sq_report_warnings();
 	t0 = sq_now();
-	if (join_task(s, sp, global_id) < 0)
+	joined = join_task(s, sp, global_id) == 0;
+	if (local_id == 0)  /* its time, or its failure, for the node's metrics */
+		sq_metrics_join_say(s->join_fd[1], joined, sq_now() - t0);
+	if (!joined)
 		return -1;
 	if (s->entrypoint_log && local_id == 0)
 		say_entrypoint_output(s);
