@@ -14,6 +14,9 @@ static char pending[SQ_ERR_LEN];
 static char warnings[2048];
 static char phases[1024];
 static double phase_t0;
+static const char *phase_names[16];
+static double phase_ms[16];
+static size_t phase_n;
 
 void sq_report_error(const char *fmt, ...)
 {
@@ -118,10 +121,25 @@ void sq_phase_end(const char *phase)
 
 	snprintf(phases + used, sizeof(phases) - used, "%s%s %.1f ms",
 		 used ? ", " : "", phase, ms);
+	if (phase_n < sizeof(phase_ms) / sizeof(phase_ms[0])) {
+		phase_names[phase_n] = phase;
+		phase_ms[phase_n++] = ms;
+	}
 	phase_t0 = sq_now();
 }
 
 const char *sq_phase_text(void)
 {
 	return phases;
+}
+
+size_t sq_phase_list(const char **names, double *ms, size_t max)
+{
+	size_t n = phase_n < max ? phase_n : max;
+
+	for (size_t i = 0; i < n; i++) {
+		names[i] = phase_names[i];
+		ms[i] = phase_ms[i];
+	}
+	return n;
 }

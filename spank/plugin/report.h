@@ -38,6 +38,9 @@ void sq_report_now(const char *prefix, const char *fmt, ...) __attribute__((form
 void sq_phase_begin(void);
 void sq_phase_end(const char *phase);
 const char *sq_phase_text(void);
+/* The phases ended so far, in order (at most max): their names (the literals given to
+ * sq_phase_end) and milliseconds, for the node's metrics (promfile.h). Returns how many. */
+size_t sq_phase_list(const char **names, double *ms, size_t max);
 double sq_now(void);
 
 #endif

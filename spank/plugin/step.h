@@ -10,7 +10,8 @@
  *   sq_step_task_init  task_init, in each task: join the container, take its environment
  *   sq_step_task_exit  after the node's last task: --container-save, the step's own
  *                      container and the importer's file go (step_end.c)
- *   sq_step_exit       exit: stop the container, free the step
+ *   sq_step_exit       exit: stop the container, count the step in the node's metrics
+ *                      (promfile.h), free the step
  *
  * Every phase gets the step it works on: spank_squall.c holds the one instance a
  * slurmstepd has, since SPANK callbacks carry no data of their own. An error found before
@@ -85,6 +86,10 @@ struct sq_step {
 	uint32_t exited;            /* tasks of this node that have exited */
 	const char *served;         /* how the step got its container, for the verbose log */
 	char cache_dir[PATH_MAX];   /* the user's node-local cache of extracted images, or "" */
+	int stage;                  /* how far user_init got (enum sq_metrics_stage) */
+	int join_fd[2];             /* local task 0's join time to slurmstepd (promfile.h) */
+	int build;                  /* sqshbuild ran: 1 ok, 0 failed; -1 it did not run */
+	double build_s;             /* how long it ran */
 };
 
 /* An empty step over cfg and the user's flags. */

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -12,6 +14,7 @@
 #include "env.h"
 #include "keeper.h"
 #include "named.h"
+#include "promfile.h"
 #include "report.h"
 #include "running.h"
 #include "save.h"
@@ -115,7 +118,61 @@ int sq_step_task_exit(struct sq_step *s, spank_t sp)
 	return rc;
 }
 
-/* slurmstepd's exit: stop the container, remove the step's own, free the step. */
+/* The phases user_init timed, summed into the metrics' four (core/metrics.h); 1 when the
+ * step joined a container another step runs. */
+static int timed_phases(struct sq_metrics_step *m)
+{
+	const char *names[16];
+	double ms[16];
+	size_t n = sq_phase_list(names, ms, 16);
+	int joined = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int ph = sq_metrics_phase_of(names[i]);
+		if (ph < 0)
+			continue;
+		if (m->phase_s[ph] < 0)
+			m->phase_s[ph] = 0;
+		m->phase_s[ph] += ms[i] / 1000.0;
+		joined |= strcmp(names[i], "join running container") == 0;
+	}
+	return joined;
+}
+
+/* Count the step in the node's metrics (promfile.h), as root, once per node. */
+static void count_step(struct sq_step *s)
+{
+	struct sq_metrics_step m;
+	char err[SQ_ERR_LEN];
+	struct stat st;
+	int joined, ok = 0;
+	double join_s = -1;
+
+	if (s->cfg->metrics_dir == NULL)
+		return;
+	sq_metrics_step_init(&m);
+	joined = timed_phases(&m);
+	m.build = s->build;
+	m.build_s = s->build_s;
+	if (sq_metrics_join_read(s->join_fd[0], &ok, &join_s) && ok)
+		m.phase_s[SQ_MPH_JOIN] = join_s;
+	if (sq_report_failed()) {
+		m.reason = sq_metrics_reason_of(s->stage, sq_report_pending());
+	} else if (join_s >= 0 && !ok) {
+		m.reason = SQ_MREASON_JOIN;
+	} else {
+		m.source = sq_metrics_source_of(s->served, joined, s->cache_dir[0] != '\0',
+						&m.local_copy);
+		if (m.source == SQ_MSRC_IMAGE && s->image.path != NULL &&
+		    stat(s->image.path, &st) == 0 && st.st_size > 0)
+			m.image_bytes = (uint64_t)st.st_size;
+	}
+	if (sq_metrics_update(SQ_METRICS_STATE, s->cfg->metrics_dir, &m, err, sizeof(err)) != 0)
+		slurm_info("squall: metrics: %s", err);
+}
+
+/* slurmstepd's exit: stop the container, remove the step's own, count it in the node's
+ * metrics, free the step. */
 void sq_step_exit(struct sq_step *s)
 {
 	char err[SQ_ERR_LEN];
@@ -132,6 +189,12 @@ void sq_step_exit(struct sq_step *s)
 				    s->save_container, err);
 	}
 	release_importer(s);
+	count_step(s);
+	for (int i = 0; i < 2; i++) {
+		if (s->join_fd[i] >= 0)
+			close(s->join_fd[i]);
+		s->join_fd[i] = -1;
+	}
 	sq_env_free(s->runtime_env);
 	s->runtime_env = NULL;
 	free(s->target);
