@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from .cluster import ROOT, Cluster, compose
-from .images import base_image  # noqa: F401  (the session fixture behind `image`)
+from .images import IMAGE_DIR, IMAGE_ENV, build_image
+from .mksbatch_site import DEMO_DIR, Site, copy_squall
 from .pyxis_helpers import plain_image
+from .registry_image import IMAGEKIT, PUSH, WORK
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -71,8 +73,14 @@ def cluster() -> Cluster:
 
 
 @pytest.fixture(scope="session")
-def image(base_image: str) -> str:  # noqa: F811
-    """The ~10 MB test image (ID=squalltest), built once on /fsx (images.base_image)."""
+def base_image(cluster: Cluster) -> str:
+    """A ~10 MB image: ID=squalltest, SQUALL_IMAGE_VAR and SQUALL_BOTH_VAR in /etc/environment."""
+    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)
+
+
+@pytest.fixture(scope="session")
+def image(base_image: str) -> str:
+    """The ~10 MB test image (ID=squalltest), built once on /fsx (base_image)."""
     return base_image
 
 
@@ -80,3 +88,30 @@ def image(base_image: str) -> str:  # noqa: F811
 def plain(cluster: Cluster) -> str:
     """The image without squall's test environment (ID=squallplain)."""
     return plain_image(cluster)
+
+
+# The image pushed to login:5000 (registry_image.py): push.py and the imagekit it imports,
+# put in WORK once per module.
+@pytest.fixture(scope="module")
+def tools(cluster: Cluster) -> str:
+    cluster.put(f"{WORK}/imagekit.py", IMAGEKIT.read_text())
+    cluster.put(f"{WORK}/push.py", PUSH)
+    return WORK
+
+
+# One mksbatch or failover test's directory on /fsx (mksbatch_site.py), with this
+# checkout's squall copied once per module (or the installed one: SQUALL_TEST_INSTALLED=1).
+@pytest.fixture(scope="module")
+def pylib(cluster: Cluster) -> str:
+    if os.environ.get("SQUALL_TEST_INSTALLED") == "1":
+        return ""
+    dest = f"/fsx/squall-tests/mksbatch/pylib-{time.time_ns()}"
+    copy_squall(cluster, dest)
+    return dest
+
+
+@pytest.fixture
+def site(cluster: Cluster, pylib: str, request: pytest.FixtureRequest) -> Iterator[Site]:
+    base = f"/fsx/squall-tests/mksbatch/{request.node.name}-{time.time_ns()}"
+    cluster.put(f"{base}/count.py", (DEMO_DIR / "count.py").read_bytes(), mode=0o755)
+    yield Site(cluster, base, pylib)

@@ -6,16 +6,14 @@ node's coreutils, shells and the libraries ``ldd`` names, given a distinct
 ``/etc/environment``, then squashed with ``mksquashfs -comp lzo -noD`` (Enroot's
 format). ``extra_mb`` adds incompressible data to reach a target size (benchmarks).
 
-Other helpers' cluster tests may reuse :func:`build_image` and the ``base_image``
-fixture (import it into the test module).
+Cluster tests and benchmarks reuse :func:`build_image`; the ``base_image`` fixture
+(conftest.py) builds the base test image with it once per session.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shlex
-
-import pytest
 
 from .cluster import Cluster
 
@@ -124,9 +122,3 @@ def build_image(cluster: Cluster, path: str, os_id: str, extra_mb: int = 0,
 
 IMAGE_ENV = {"SQUALL_IMAGE_VAR": "from-image", "SQUALL_BOTH_VAR": "image-value",
              "PATH": "/usr/local/bin:/usr/bin:/bin"}
-
-
-@pytest.fixture(scope="session")
-def base_image(cluster: Cluster) -> str:
-    """A ~10 MB image: ID=squalltest, SQUALL_IMAGE_VAR and SQUALL_BOTH_VAR in /etc/environment."""
-    return build_image(cluster, f"{IMAGE_DIR}/base.sqsh", "squalltest", env=IMAGE_ENV)

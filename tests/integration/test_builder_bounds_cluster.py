@@ -16,7 +16,6 @@ import pytest
 
 from .cache_model import CACHE, images_in
 from .cluster import Cluster
-from .test_sqshbuild_cluster import tools  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.cluster
 PORT = 5099
@@ -119,7 +118,7 @@ def alices_loopback_registry(cluster: Cluster):
 
 
 def test_a_loopback_reference_is_never_one_image_for_two_nodes(
-        cluster: Cluster, tools: str, alices_loopback_registry: str) -> None:  # noqa: F811
+        cluster: Cluster, tools: str, alices_loopback_registry: str) -> None:
     """alice's registry on node1's loopback served the builder, and bob's step on node2,
     where nothing listens at that address, silently ran her image through the offline
     fallback. Now her image is built as her, in her own cache, and bob's step fails in one

@@ -20,21 +20,15 @@ from pathlib import Path
 import pytest
 
 from .cluster import Cluster
-from .test_failover_cluster import run_with_failure
-from .test_mksbatch_cluster import (  # noqa: F401
-    DEMO_DIR,
-    Site,
-    pylib,
-    site,
-    wait_for,
-)
+from .failover_job import run_with_failure
+from .mksbatch_site import DEMO_DIR, Site
 
 pytestmark = pytest.mark.cluster
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 STEPS = 60
 
 
-def program(site: Site, mode: str, launcher: str = "srun") -> dict[str, object]:  # noqa: F811
+def program(site: Site, mode: str, launcher: str = "srun") -> dict[str, object]:
     b = site.base
     site.cluster.put(f"{b}/find_rank0.py", (PROGRAMS / "find_rank0.py").read_bytes(),
                      mode=0o755)
@@ -53,7 +47,7 @@ def kill_second(cluster: Cluster):  # type: ignore[no-untyped-def]
     return strike
 
 
-def survives(cluster: Cluster, site: Site, tmp_path: Path, mode: str) -> None:  # noqa: F811
+def survives(cluster: Cluster, site: Site, tmp_path: Path, mode: str) -> None:
     log, back, _ = run_with_failure(cluster, site, tmp_path, STEPS, kill_second(cluster),
                                     **program(site, mode))
     assert "says rank 0 is on" not in log, log
@@ -61,27 +55,27 @@ def survives(cluster: Cluster, site: Site, tmp_path: Path, mode: str) -> None:  
     assert back < 15, (back, log)
 
 
-def test_rank_0_from_master_addr(cluster: Cluster, site: Site,  # noqa: F811
+def test_rank_0_from_master_addr(cluster: Cluster, site: Site,
                                  tmp_path: Path) -> None:
     survives(cluster, site, tmp_path, "master_addr")
 
 
 def test_rank_0_from_the_first_host_of_slurm_step_nodelist(
-        cluster: Cluster, site: Site, tmp_path: Path) -> None:  # noqa: F811
+        cluster: Cluster, site: Site, tmp_path: Path) -> None:
     survives(cluster, site, tmp_path, "step_nodelist")
 
 
 def test_rank_0_from_the_first_host_of_slurm_nodelist(
-        cluster: Cluster, site: Site, tmp_path: Path) -> None:  # noqa: F811
+        cluster: Cluster, site: Site, tmp_path: Path) -> None:
     survives(cluster, site, tmp_path, "nodelist")
 
 
-def test_rank_0_on_slurm_nodeid_0(cluster: Cluster, site: Site,  # noqa: F811
+def test_rank_0_on_slurm_nodeid_0(cluster: Cluster, site: Site,
                                   tmp_path: Path) -> None:
     survives(cluster, site, tmp_path, "nodeid")
 
 
-def test_mpirun_fails_over_end_to_end(cluster: Cluster, site: Site,  # noqa: F811
+def test_mpirun_fails_over_end_to_end(cluster: Cluster, site: Site,
                                       tmp_path: Path) -> None:
     log, back, _ = run_with_failure(cluster, site, tmp_path, STEPS, kill_second(cluster),
                                     container=False, **program(site, "mpi", "mpirun"))

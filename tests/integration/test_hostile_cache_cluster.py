@@ -15,7 +15,7 @@ import pytest
 
 from .cache_model import CACHE, CANARY_BOB, CANARY_ROOT, cache_problems, canary, plant_canary
 from .cluster import Cluster
-from .test_sqshbuild_cluster import REGISTRY, push, sqshbuild, tools  # noqa: F401
+from .registry_image import REGISTRY, push, sqshbuild
 
 pytestmark = pytest.mark.cluster
 DEAD_PIDS = range(3999990, 3999996)  # above any pid these containers reach: dead-looking
@@ -57,7 +57,7 @@ def remove_tmp(cluster: Cluster, node: str, tag: str) -> None:
 
 
 def test_root_build_and_gc_leave_alices_tmp_and_output_plants_alone(
-        cluster: Cluster, tools: str) -> None:  # noqa: F811
+        cluster: Cluster, tools: str) -> None:
     tag = uuid.uuid4().hex[:8]
     pushed = push(cluster, tools, f"sec/root-{tag}", big_mb=1)
     ref = f"{REGISTRY}/sec/root-{tag}:v1"
@@ -107,7 +107,7 @@ def test_root_build_and_gc_leave_alices_tmp_and_output_plants_alone(
 
 
 def test_alices_plants_in_a_nodes_tmp_neither_fail_nor_hold_squalls_step(
-        cluster: Cluster, tools: str) -> None:  # noqa: F811
+        cluster: Cluster, tools: str) -> None:
     """The image builder, run by the plugin on node1 with TMPDIR unset (/tmp), meets
     alice's plants there: squall's step runs at once, and nothing of hers is touched."""
     tag = uuid.uuid4().hex[:8]

@@ -20,15 +20,14 @@ import pytest
 import yaml
 
 from .cluster import Cluster
-from .test_mksbatch_cluster import Site, job_log, pylib, site, wait_for  # noqa: F401
-from .test_registry_mirror_cluster import manifest_gets
-from .test_sqshbuild_cluster import REGISTRY, log_mark, tools  # noqa: F401  (fixture)
+from .mksbatch_site import Site, job_log, wait_for
+from .registry_image import REGISTRY, log_mark, manifest_gets
 
 pytestmark = pytest.mark.cluster
 JOBS = "/fsx/home/squall/jobs"
 
 
-def push_marked(cluster: Cluster, tools: str, repo: str, mark: str) -> str:  # noqa: F811
+def push_marked(cluster: Cluster, tools: str, repo: str, mark: str) -> str:
     res = cluster.run(f"MARK={mark} python3 {tools}/push.py {repo} v1 0", node="login",
                       timeout=300)
     return json.loads(res.out.strip().splitlines()[-1])["digest"]
@@ -46,7 +45,7 @@ def wait_lines(cluster: Cluster, path: str, n: int, timeout: float = 180) -> lis
 
 
 def test_a_cached_tag_on_three_nodes_in_two_steps_asks_the_registry_once(
-        cluster: Cluster, tools: str) -> None:  # noqa: F811
+        cluster: Cluster, tools: str) -> None:
     repo = f"pin/once-{uuid.uuid4().hex[:6]}"
     push_marked(cluster, tools, repo, "one")
     ref = f"{REGISTRY}/{repo}:v1"
@@ -62,7 +61,7 @@ def test_a_cached_tag_on_three_nodes_in_two_steps_asks_the_registry_once(
 
 
 def test_a_tag_moved_between_two_steps_changes_nothing_in_the_job(
-        cluster: Cluster, tools: str) -> None:  # noqa: F811
+        cluster: Cluster, tools: str) -> None:
     repo = f"pin/moved-{uuid.uuid4().hex[:6]}"
     old = push_marked(cluster, tools, repo, "old")
     ref = f"{REGISTRY}/{repo}:v1"
@@ -84,7 +83,7 @@ def test_a_tag_moved_between_two_steps_changes_nothing_in_the_job(
 
 
 def test_a_requeued_job_runs_the_digest_it_pinned(cluster: Cluster,
-                                                  tools: str) -> None:  # noqa: F811
+                                                  tools: str) -> None:
     repo = f"pin/requeue-{uuid.uuid4().hex[:6]}"
     push_marked(cluster, tools, repo, "first")
     ref = f"{REGISTRY}/{repo}:v1"
@@ -105,7 +104,7 @@ def test_a_requeued_job_runs_the_digest_it_pinned(cluster: Cluster,
 
 
 def test_a_failover_relaunch_runs_the_digest_the_job_pinned(
-        cluster: Cluster, site: Site, tools: str) -> None:  # noqa: F811
+        cluster: Cluster, site: Site, tools: str) -> None:
     """A node dies after the tag moved: the relaunch on the spare (a new step of the same
     job, on a node that never ran the job's first step) runs the job's digest."""
     repo = f"pin/failover-{uuid.uuid4().hex[:6]}"

@@ -24,82 +24,17 @@ import os
 import shlex
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .cluster import ROOT, Cluster
+from .cluster import Cluster
+from .mksbatch_site import DEMO_DIR, DEMO_IMAGE, Site, job_log, use_container, wait_for
 
 pytestmark = pytest.mark.cluster
 
-DEMO_DIR = ROOT / "sbatch" / "demo"
-DEMO_IMAGE = os.environ.get("SQUALL_DEMO_IMAGE", "/fsx/images/demo.sqsh")
 EVERY = 5
-
-
-@dataclass
-class Site:
-    """One test's directory on /fsx and how to run squall's commands there."""
-
-    cluster: Cluster
-    base: str          # /fsx/squall-tests/mksbatch/<id>, as the nodes see it
-    pythonpath: str    # "" when using the installed squall
-
-    @property
-    def host(self) -> Path:
-        return self.cluster.fsx_host / self.base[len("/fsx/"):]
-
-    def env(self) -> dict[str, str]:
-        return {"PYTHONPATH": self.pythonpath} if self.pythonpath else {}
-
-    def mksbatch(self, args: str, timeout: float = 60, check: bool = True):
-        if self.pythonpath:
-            cmd = ("python3 -c 'from squall.mksbatch.cli import main; main()' "
-                   f"{args}")
-        else:
-            cmd = f"mksbatch {args}"
-        return self.cluster.run(f"cd {shlex.quote(self.base)} && {cmd}", env=self.env(),
-                                timeout=timeout, check=check)
-
-    def python(self, code: str, timeout: float = 120):
-        return self.cluster.run(f"cd {shlex.quote(self.base)} && python3 -c "
-                                f"{shlex.quote(code)}", env=self.env(), timeout=timeout)
-
-
-def _copy_tree(cluster: Cluster, dest: str) -> None:
-    src = ROOT / "python" / "squall"
-    for path in sorted(src.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".c":
-            rel = path.relative_to(src)
-            mode = 0o755 if os.access(path, os.X_OK) else 0o644
-            cluster.put(f"{dest}/squall/{rel}", path.read_bytes(), mode=mode)
-
-
-@pytest.fixture(scope="module")
-def pylib(cluster: Cluster) -> str:
-    if os.environ.get("SQUALL_TEST_INSTALLED") == "1":
-        return ""
-    dest = f"/fsx/squall-tests/mksbatch/pylib-{time.time_ns()}"
-    _copy_tree(cluster, dest)
-    return dest
-
-
-@pytest.fixture
-def site(cluster: Cluster, pylib: str, request: pytest.FixtureRequest) -> Iterator[Site]:
-    base = f"/fsx/squall-tests/mksbatch/{request.node.name}-{time.time_ns()}"
-    cluster.put(f"{base}/count.py", (DEMO_DIR / "count.py").read_bytes(), mode=0o755)
-    yield Site(cluster, base, pylib)
-
-
-def use_container(cluster: Cluster) -> bool:
-    wanted = os.environ.get("SQUALL_DEMO_CONTAINER", "auto")
-    if wanted in ("0", "1"):
-        return wanted == "1"
-    return (cluster.fsx_host / DEMO_IMAGE[len("/fsx/"):]).exists()
 
 
 def demo_recipe(site: Site, steps: int, sleep: float, container: bool, **top: object) -> str:
@@ -140,19 +75,6 @@ def executed_steps(site: Site) -> dict[int, list[int]]:
         restart, step = (int(x) for x in line.split())
         runs.setdefault(restart, []).append(step)
     return runs
-
-
-def job_log(site: Site, job_id: int) -> str:
-    logs = list((site.host / "logs").glob(f"*-{job_id}.out"))
-    return logs[0].read_text() if logs else "(no job log)"
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.5)
 
 
 def start_watch(site: Site) -> Path:

@@ -13,14 +13,14 @@ import uuid
 import pytest
 
 from .cluster import Cluster, Result
-from .test_sqshbuild_cluster import REGISTRY, push, tools  # noqa: F401  (fixture)
+from .registry_image import REGISTRY, push
 
 pytestmark = pytest.mark.cluster
 VICTIM = "node3"
 
 
 def test_node_killed_while_its_step_starts_a_container(cluster: Cluster,
-                                                       tools: str) -> None:  # noqa: F811
+                                                       tools: str) -> None:
     repo = f"test/nodekill-{uuid.uuid4().hex[:8]}"
     pushed = push(cluster, tools, repo, big_mb=200)
     ref = f"{REGISTRY}/{repo}:v1"

@@ -10,41 +10,18 @@ from __future__ import annotations
 import time
 
 from .cluster import Cluster
+from .leftovers import wait_clean
 
 NODE = "node3"
-RUNTIME_DIR = "/run/squall/1000"
-
-
-
-def leftovers(cluster: Cluster, node: str = NODE) -> str:
-    """What the user left on the node; empty when nothing."""
-    script = (
-        "pgrep -a -u squall || true; "
-        # FUSE mounts other than the node's own root (Docker's fuse-overlayfs driver)
-        "awk '$3 ~ /fuse/ && $2 != \"/\"' /proc/mounts; "
-        # files, or directories with something in them (empty mount points may stay)
-        f"[ -d {RUNTIME_DIR}/enroot ] && find {RUNTIME_DIR}/enroot -mindepth 1 "
-        "\\( -not -type d -o -not -empty \\) || true; "
-        f"ls {RUNTIME_DIR}/step-*.conf 2>/dev/null || true")
-    return cluster.run(script, node=node, user="root").out.strip()
-
-
-def wait_clean(cluster: Cluster, timeout: float = 30, node: str = NODE) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = leftovers(cluster, node)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.5)
 
 
 def test_nothing_left_after_success_and_after_failure(cluster: Cluster, image: str) -> None:
     cluster.run(f"srun -N1 -w {NODE} --container-image={image} true")
-    assert wait_clean(cluster) == ""
+    assert wait_clean(cluster, node=NODE) == ""
     bad = cluster.run(f"srun -N1 -w {NODE} --container-image={image} "
                       "--container-mounts=/tmp:/etc/os-release true", check=False)
     assert bad.rc != 0
-    assert wait_clean(cluster) == ""
+    assert wait_clean(cluster, node=NODE) == ""
 
 
 def test_nothing_left_after_scancel_of_a_running_container_step(cluster: Cluster,
@@ -65,4 +42,4 @@ def test_nothing_left_after_scancel_of_a_running_container_step(cluster: Cluster
     finally:
         cluster.run(f"scancel {jobid}")
     cluster.wait_job(jobid, {"CANCELLED"}, timeout=60)
-    assert wait_clean(cluster) == ""
+    assert wait_clean(cluster, node=NODE) == ""

@@ -22,7 +22,7 @@ import pytest
 
 from .cluster import Cluster
 from .images import IMAGE_DIR, IMAGE_ENV, build_image
-from .test_plugin_cleanup import leftovers, wait_clean
+from .leftovers import leftovers, wait_clean
 
 NODE = "node2"
 RUNTIME_DIR = "/run/squall/1000"

@@ -14,7 +14,7 @@ import shlex
 import time
 
 from .cluster import Cluster
-from .test_plugin_cleanup import leftovers, wait_clean
+from .leftovers import leftovers, wait_clean
 
 NODE = "node2"
 

@@ -17,7 +17,7 @@ import pytest
 
 from .cluster import Cluster
 from .images import IMAGE_DIR, IMAGE_ENV, build_image
-from .test_plugin_cleanup import leftovers, wait_clean
+from .leftovers import leftovers, wait_clean
 
 NODE = "node3"
 CACHE = "/var/lib/squall/cache/1000"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pytest
 
 from .cluster import PROCTRACK_MODES, Cluster, default_proctrack
-from .test_plugin_cleanup import leftovers, wait_clean
+from .leftovers import leftovers, wait_clean
 
 SIGNALS_DIR = "/fsx/home/squall/signals"   # bound into the containers
 PROGRAM = f"{SIGNALS_DIR}/ckpt-on-signal.sh"

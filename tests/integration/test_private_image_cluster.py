@@ -27,14 +27,13 @@ from .cache_model import (
     uid_of,
 )
 from .cluster import Cluster
-from .test_sqshbuild_cluster import tools  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.cluster
 BOB_CACHE = "/fsx/home/bob/.cache/squall/images"
 FALLBACK = "squall: the image builder may not pull {ref}; building it as you, in your own cache"
 
 
-def push_private(cluster: Cluster, tools: str, repo: str) -> dict:  # noqa: F811
+def push_private(cluster: Cluster, tools: str, repo: str) -> dict:
     """Pushed with bob's registry account (root's copy of its password)."""
     res = cluster.run(f"REGISTRY={PRIVATE} REGISTRY_USER=bob REGISTRY_PASSWORD_FILE="
                       f"{PRIVATE_PASSWORD} python3 {tools}/push.py {repo} v1 1",
@@ -54,7 +53,7 @@ def test_the_private_registry_wants_credentials(cluster: Cluster) -> None:
 
 
 def test_bob_pulls_his_private_image_into_his_own_cache_alice_gets_one_line(
-        cluster: Cluster, tools: str) -> None:  # noqa: F811
+        cluster: Cluster, tools: str) -> None:
     tag = uuid.uuid4().hex[:8]
     pushed = push_private(cluster, tools, f"private/bob-{tag}")
     ref = f"{PRIVATE}/private/bob-{tag}:v1"
@@ -134,7 +133,7 @@ def builder_holds_the_private_registrys_key(cluster: Cluster):
 
 
 def test_alice_cannot_make_the_builder_pull_what_only_its_key_reaches(
-        cluster: Cluster, tools: str, builder_holds_the_private_registrys_key) -> None:  # noqa: F811
+        cluster: Cluster, tools: str, builder_holds_the_private_registrys_key) -> None:
     """Issue 39's confused deputy: with the builder's own key for the private registry,
     alice asked for a repository she may not pull and read it in the shared cache. The
     builder now asks anonymously for her; she gets the registry's refusal in one line, and

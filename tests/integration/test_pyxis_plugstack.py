@@ -26,7 +26,7 @@ from .pyxis_helpers import (
     plugstack_args,
     srun,
 )
-from .test_sqshbuild_cluster import REGISTRY, push, tools  # noqa: F401  (fixture)
+from .registry_image import REGISTRY, push
 
 
 def test_pyxis_plugstack_site_line_loads_unchanged(cluster: Cluster, image: str) -> None:
@@ -154,7 +154,7 @@ def test_pyxis_plugstack_importer_get_and_release(cluster: Cluster, image: str) 
 
 # --- use_enroot_load ----------------------------------------------------------------------
 
-def test_pyxis_plugstack_use_enroot_load(cluster: Cluster, tools: str) -> None:  # noqa: F811
+def test_pyxis_plugstack_use_enroot_load(cluster: Cluster, tools: str) -> None:
     """use_enroot_load=1 hands a registry image to `enroot load`, not to sqshbuild.
 
     Enroot 4.1.2's import cannot pull from the mini cluster's registry (Debian's

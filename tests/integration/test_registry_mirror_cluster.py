@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from .cluster import Cluster
-from .test_sqshbuild_cluster import tools  # noqa: F401  (fixture)
+from .registry_image import manifest_gets
 
 pytestmark = pytest.mark.cluster
 MIRROR_LOG = "/var/log/registry-mirror.log"
@@ -25,7 +25,7 @@ SEED = ("REGISTRY=login:5003 REGISTRY_USER=root "
         "REGISTRY_PASSWORD_FILE=/etc/squall/registry-mirror.password")
 
 
-def push_as(cluster: Cluster, tools: str, repo: str, tag: str,  # noqa: F811
+def push_as(cluster: Cluster, tools: str, repo: str, tag: str,
             user: str = "root", seed: str = SEED) -> dict:
     res = cluster.run(f"{seed} MARK={user} python3 {tools}/push.py {repo} {tag} 0",
                       node="login", user=user, timeout=300)
@@ -36,15 +36,9 @@ def mirror_mark(cluster: Cluster) -> int:
     return int(cluster.run(f"stat -c %s {MIRROR_LOG}", node="login", user="root").out)
 
 
-def manifest_gets(cluster: Cluster, repo: str, since: int,
-                  log_file: str = "/var/log/registry.log") -> int:
-    log = cluster.run(f"tail -c +{since + 1} {log_file}", node="login", user="root").out
-    return log.count(f'"GET /v2/{repo}/manifests/')
-
-
 @pytest.mark.parametrize("form", ["ubuntu:{tag}", "docker.io/library/ubuntu:{tag}",
                                   "library/ubuntu:{tag}"])
-def test_short_name_through_the_nodes_docker_hub_mirror(cluster: Cluster, tools: str,  # noqa: F811
+def test_short_name_through_the_nodes_docker_hub_mirror(cluster: Cluster, tools: str,
                                                         form: str) -> None:
     tag = f"24.04-{uuid.uuid4().hex[:6]}"   # a tag no earlier run cached
     pushed = push_as(cluster, tools, "library/ubuntu", tag)
@@ -73,7 +67,7 @@ def test_a_name_no_mirror_has_fails_in_one_line(cluster: Cluster) -> None:
 
 
 def test_a_user_cannot_put_an_image_behind_a_short_name(
-        cluster: Cluster, tools: str) -> None:  # noqa: F811
+        cluster: Cluster, tools: str) -> None:
     """alice pushes library/ubuntu:TAG where she can (login:5000) and tries the mirror
     itself; everyone's `ubuntu:TAG` still runs root's image."""
     tag = f"24.04-{uuid.uuid4().hex[:6]}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 from .cluster import Cluster
-from .images import base_image  # noqa: F401  (fixture)
 
 
 def test_slurm_release_is_the_one_under_test(cluster: Cluster) -> None:
@@ -17,7 +16,7 @@ def test_slurm_release_is_the_one_under_test(cluster: Cluster) -> None:
     assert res.out.split()[-1].startswith(expected[release]), res
 
 
-def test_container_step_on_two_nodes(cluster: Cluster, base_image: str) -> None:  # noqa: F811
+def test_container_step_on_two_nodes(cluster: Cluster, base_image: str) -> None:
     res = cluster.run(
         f"srun -N2 --container-image={base_image} "
         "bash -c 'echo $(hostname) $(. /etc/os-release; echo $ID)'")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from .cluster import Cluster
-from .test_sqshbuild_cluster import log_mark, tools  # noqa: F401  (fixture)
+from .registry_image import log_mark
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def scale(cluster: Cluster) -> Iterator[Cluster]:
                        timeout=120)
 
 
-def push(cluster: Cluster, tools: str, repo: str, mark: str, big_mb: int = 0) -> str:  # noqa: F811
+def push(cluster: Cluster, tools: str, repo: str, mark: str, big_mb: int = 0) -> str:
     res = cluster.run(f"MARK={mark} python3 {tools}/push.py {repo} v1 {big_mb}", node="login",
                       timeout=300)
     return json.loads(res.out.strip().splitlines()[-1])["digest"]
@@ -117,7 +117,7 @@ def test_the_skewed_nodes_write_times_from_their_own_clocks(scale: Cluster) -> N
 
 
 def test_sixteen_nodes_start_a_new_tag_with_one_pull(scale: Cluster,
-                                                     tools: str) -> None:  # noqa: F811
+                                                     tools: str) -> None:
     repo = f"scale/smoke-{uuid.uuid4().hex[:6]}"
     digest = push(scale, tools, repo, "smoke")
     mark = log_mark(scale)
@@ -134,7 +134,7 @@ def test_sixteen_nodes_start_a_new_tag_with_one_pull(scale: Cluster,
 
 
 def test_a_builders_dead_node_is_taken_over_within_the_bound(scale: Cluster,
-                                                             tools: str) -> None:  # noqa: F811
+                                                             tools: str) -> None:
     """The lock's holder on s16 dies (SIGKILL: no heartbeat, no release); s15, its clock
     24 minutes behind s16's, sees another host's lock on GlusterFS, dated in its future,
     and takes it over after 60 s of an unchanged file (lock.py
@@ -171,7 +171,7 @@ def test_a_builders_dead_node_is_taken_over_within_the_bound(scale: Cluster,
 
 
 def test_a_live_lock_of_a_node_whose_clock_is_behind_is_waited_for(scale: Cluster,
-                                                                   tools: str) -> None:  # noqa: F811
+                                                                   tools: str) -> None:
     """s15 holds an image's lock as a build that goes on (beating every second, dated by
     s15's clock, 12 minutes behind); s16, 12 minutes ahead, sees a lock whose
     every change is 24 minutes old by its own clock. It waits for the holder, never takes
@@ -214,7 +214,7 @@ def fsx_reads(cluster: Cluster, nodes: list[str]) -> dict[str, int]:
 
 
 def test_a_jobs_nodes_read_the_image_from_fsx_once_for_their_local_copies(
-        scale: Cluster, tools: str) -> None:  # noqa: F811
+        scale: Cluster, tools: str) -> None:
     """A 4-node job fills each node's cache of extracted images: the step's first node reads
     the image from /fsx and sends it with sbcast, the others extract from their copy, so
     the image is read from /fsx once, not once per node (issue 27). Before, every node read

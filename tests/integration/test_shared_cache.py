@@ -23,7 +23,7 @@ from .cache_model import (
     uid_of,
 )
 from .cluster import Cluster
-from .test_sqshbuild_cluster import REGISTRY, log_mark, push, sqshbuild, tools  # noqa: F401
+from .registry_image import REGISTRY, log_mark, push, sqshbuild
 
 pytestmark = pytest.mark.cluster
 LOG = "/var/log/registry.log"
@@ -41,7 +41,7 @@ def srun_image(cluster: Cluster, user: str, ref: str, nodes: str) -> None:
 
 
 def test_a_public_image_is_pulled_once_for_four_users_and_root(cluster: Cluster,
-                                                                tools: str):  # noqa: F811
+                                                                tools: str):
     tag = uuid.uuid4().hex[:8]
     pushed = push(cluster, tools, f"test/shared-{tag}", big_mb=1)  # its own digest
     ref = f"{REGISTRY}/test/shared-{tag}:v1"
@@ -65,7 +65,7 @@ def test_a_public_image_is_pulled_once_for_four_users_and_root(cluster: Cluster,
 
 
 def test_a_users_own_build_reads_the_shared_cache_and_writes_only_their_own(
-        cluster: Cluster, tools: str):  # noqa: F811
+        cluster: Cluster, tools: str):
     tag = uuid.uuid4().hex[:8]
     warm = push(cluster, tools, f"test/warm-{tag}", big_mb=1)
     cold = push(cluster, tools, f"test/cold-{tag}", big_mb=1)
@@ -93,7 +93,7 @@ def test_a_users_own_build_reads_the_shared_cache_and_writes_only_their_own(
     assert cache_problems(cluster) == []
 
 
-def test_users_cannot_write_the_shared_cache(cluster: Cluster, tools: str):  # noqa: F811
+def test_users_cannot_write_the_shared_cache(cluster: Cluster, tools: str):
     """Not one name of theirs in it: no file, directory or link, at the top or below."""
     tag = uuid.uuid4().hex[:8]
     push(cluster, tools, f"test/nowrite-{tag}")
