@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+from extracted_cache import KEY, make_image, run
 from plugin_probe import build_cache_probe
-from test_plugin_extracted_resume import KEY, make_image, run
 
 UNSQUASHFS = "/usr/bin/unsquashfs"
 

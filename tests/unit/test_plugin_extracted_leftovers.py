@@ -9,13 +9,13 @@ through spank/keeper/tests/cache_probe.c, under a timeout).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from extracted_cache import Held
 from plugin_probe import build_cache_probe
 
 
@@ -70,17 +70,6 @@ def complete(cache: Path, key: str, size: int, last_use: float) -> None:
     lock = cache / f"{key}.lock"
     lock.write_text("")
     os.utime(lock, (last_use, last_use))
-
-
-class Held:
-    """A live extraction of key: its lock held exclusively, as sq_extracted_build holds it."""
-
-    def __init__(self, cache: Path, key: str) -> None:
-        self.fd = os.open(cache / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def release(self) -> None:
-        os.close(self.fd)
 
 
 @pytest.fixture()

@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from extracted_cache import KEY, RECENT, inodes, kill_session
 from plugin_probe import build_cache_probe
-from test_plugin_extracted_resume import KEY, RECENT, inodes, kill_session
 
 from gate import need_root, need_tool
 

@@ -1,22 +1,22 @@
 """Hostile images (issue 11): a WorkingDir below an in-image symlink, symlinks pointing out
 of the root, and a hard link whose target an upper layer replaces. Every case runs on both
 pipelines (a tar stream for tar2sqfs, a directory for mksquashfs) and on layers read as
-streams and as files (the autouse fixture of test_sqshbuild_unpack)."""
+streams and as files (the autouse fixture layer_kind, as in test_sqshbuild_unpack)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from tests.unit.test_sqshbuild_unpack import (  # noqa: F401  (layer_kind: autouse fixture)
-    layer_kind,
-    layers,
-    merged_dir,
-    merged_tar,
-    tar_layer,
-)
+from layer_tars import LAYER_KINDS, layers, merged_dir, merged_tar, read_layers_as, tar_layer
 
 from squall.errors import SquallError
+
+
+@pytest.fixture(autouse=True, params=LAYER_KINDS)
+def layer_kind(request, tmp_path_factory):
+    """Every test runs on layers read as streams and as files (layer_tars.read_layers_as)."""
+    yield from read_layers_as(request.param, tmp_path_factory)
 
 
 @pytest.mark.parametrize("link", ["opt/app", "/opt/app", "../../../opt/app",

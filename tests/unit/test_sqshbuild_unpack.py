@@ -2,77 +2,28 @@
 
 from __future__ import annotations
 
-import io
 import os
 import stat
-import tarfile
-from pathlib import Path
 
 import pytest
+from layer_tars import (
+    LAYER_KINDS,
+    file_layers,
+    layers,
+    merged_dir,
+    merged_tar,
+    read_layers_as,
+    tar_layer,
+)
 
 from squall.errors import SquallError
-from squall.sqshbuild.unpack import DirSink, Layer, TarSink, merge_layers
 
 
-def tar_layer(*entries) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for e in entries:
-            kind, name = e[0], e[1]
-            info = tarfile.TarInfo(name)
-            info.uid = info.gid = 1234
-            info.mtime = 1_600_000_000
-            data = None
-            if kind == "file":
-                data = e[2].encode() if isinstance(e[2], str) else e[2]
-                info.size = len(data)
-                info.mode = e[3] if len(e) > 3 else 0o644
-            elif kind == "dir":
-                info.type, info.mode = tarfile.DIRTYPE, (e[2] if len(e) > 2 else 0o755)
-            elif kind == "symlink":
-                info.type, info.linkname = tarfile.SYMTYPE, e[2]
-            elif kind == "hardlink":
-                info.type, info.linkname = tarfile.LNKTYPE, e[2]
-            elif kind == "chr":
-                info.type = tarfile.CHRTYPE
-            tar.addfile(info, io.BytesIO(data) if data is not None else None)
-    return buf.getvalue()
-
-
-_LAYER_DIR: list[Path] = []  # set by the fixture below: layers are files there
-
-
-@pytest.fixture(autouse=True, params=["stream", "file"])
+@pytest.fixture(autouse=True, params=LAYER_KINDS)
 def layer_kind(request, tmp_path_factory):
     """Every test runs on layers read as streams (archives: tarfile) and as files (the layer
     cache: tarhead's reader and sendfile)."""
-    _LAYER_DIR[:] = [tmp_path_factory.mktemp("layers")] if request.param != "stream" else []
-    yield request.param
-    _LAYER_DIR.clear()
-
-
-def layers(*tars: bytes) -> list[Layer]:
-    if _LAYER_DIR:
-        where = _LAYER_DIR[0] / f"set{len(list(_LAYER_DIR[0].iterdir()))}"
-        return file_layers(where, *tars)
-    return [Layer(f"sha256:{i:064d}", (lambda t=t: io.BytesIO(t))) for i, t in enumerate(tars)]
-
-
-def merged_tar(ls: list[Layer], **kw) -> dict[str, tarfile.TarInfo]:
-    out = io.BytesIO()
-    merge_layers(ls, TarSink(out), **kw)
-    out.seek(0)
-    with tarfile.open(fileobj=out) as tar:
-        return {m.name: m for m in tar.getmembers()}
-
-
-def merged_dir(ls: list[Layer], root: Path, **kw) -> set[str]:
-    merge_layers(ls, DirSink(root), **kw)
-    found = set()
-    for dirpath, dirs, files in os.walk(root):
-        for n in dirs + files:
-            found.add(os.path.relpath(os.path.join(dirpath, n), root))
-    return found
+    yield from read_layers_as(request.param, tmp_path_factory)
 
 
 BASE = tar_layer(
@@ -193,16 +144,6 @@ def test_synthetic_files_win_and_workdir_is_created():
 def test_not_a_tar_is_a_clear_error():
     with pytest.raises(SquallError, match="not a tar archive|truncated or corrupt"):
         merged_tar(layers(b"this is not a tar archive at all" * 40))
-
-
-def file_layers(tmp_path: Path, *tars: bytes) -> list[Layer]:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    out = []
-    for i, t in enumerate(tars):
-        p = tmp_path / f"layer{i}.tar"
-        p.write_bytes(t)
-        out.append(Layer(f"sha256:{i:064d}", path=p))
-    return out
 
 
 @pytest.mark.parametrize("sink", ["tar", "dir"])
