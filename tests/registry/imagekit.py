@@ -109,6 +109,17 @@ class Image:
         return out
 
 
+@dataclass
+class Blobs(Image):
+    """An image whose config names no diff_ids (sqshbuild does not read them): its layers
+    are never inflated here (a bomb, zstd)."""
+
+    def config_blob(self) -> bytes:
+        doc = {"architecture": self.architecture, "os": "linux", "config": self.config,
+               "rootfs": {"type": "layers", "diff_ids": []}}
+        return json.dumps(doc, sort_keys=True).encode()
+
+
 def index(images: list[Image], oci: bool = True) -> bytes:
     doc = {"schemaVersion": 2, "mediaType": OCI_INDEX if oci else DOCKER_LIST, "manifests": [
         {"mediaType": im.media_type, "digest": sha(im.manifest()), "size": len(im.manifest()),

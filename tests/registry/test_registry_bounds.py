@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import one_error_line, run_env, sqshbuild_cmd
 from faults import FaultProxy, Rule
-from imagekit import Image, layer, sha
+from imagekit import Blobs, Image, layer, sha
 from sqfs import cat
 
 from gate import need_root, need_tool
@@ -92,17 +92,6 @@ def sqshbuild(args: list[str], home: Path, timeout: float = 180,
     proc = subprocess.run([*sqshbuild_cmd(), *args], env={**run_env(home), **env},
                           capture_output=True, text=True, timeout=timeout)
     return proc, time.monotonic() - start
-
-
-@dataclass
-class Blobs(Image):
-    """An image whose config names no diff_ids (sqshbuild does not read them): its layers
-    are never inflated here (a bomb, zstd)."""
-
-    def config_blob(self) -> bytes:
-        doc = {"architecture": self.architecture, "os": "linux", "config": self.config,
-               "rootfs": {"type": "layers", "diff_ids": []}}
-        return json.dumps(doc, sort_keys=True).encode()
 
 
 def push(registry, image: Image) -> str:

@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import one_error_line, run_env, sqshbuild_cmd
 from faults import FaultProxy, Rule
-from imagekit import Image, layer, sha
+from imagekit import Blobs, Image, layer, sha
 from sqfs import cat
-from test_registry_bounds import Blobs
 
 from gate import need_root
 
