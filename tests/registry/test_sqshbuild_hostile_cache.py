@@ -587,10 +587,9 @@ def test_random_hostile_trees(place, registry, clean_env, entries, rename):
                 # the renamer may move what root published in a directory she may write
                 # (her right there) and put a link in its place: what matters is that
                 # nothing of root's elsewhere changed, and that a file still named so and
-                # root's is the registry's
-                st_ = safefs_lstat(got)
-                got = got if st_ is not None and stat.S_ISREG(st_.st_mode) and \
-                    st_.st_uid == 0 else None
+                # root's is the registry's. Judged on one open file: a stat, then a read by
+                # name, raced the renamer (the test failed, not the product).
+                got = held_copy(got, base / "judged.sqsh")
             truthful(got, (0, VICTIM))
             assert snapshot(canary) == before
         proc = run_root("gc", "--max-size", "1", "--cache-dir", str(cache), env=env,
@@ -604,11 +603,19 @@ def test_random_hostile_trees(place, registry, clean_env, entries, rename):
     shutil.rmtree(base, ignore_errors=True)
 
 
-def safefs_lstat(p: Path) -> os.stat_result | None:
+def held_copy(p: Path, copy: Path) -> Path | None:
+    """A copy of what ``p`` names now, when that is a regular file of root's (None for a
+    link, another's file or nothing), read through the one descriptor that was checked."""
     try:
-        return p.lstat()
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != 0:
+            return None
+        copy.write_bytes(f.read())
+    return copy
 
 
 _TARGETS: dict[str, Target] = {}
