@@ -77,6 +77,13 @@ fi
 
 runuser -u munge -- /usr/sbin/munged
 pids=()
+# node_exporter on every node, with squall's metrics from its textfile directory (the
+# plugstack default metrics_dir; docs/metrics.md). Not among the daemons whose end stops the
+# node: monitoring never takes a node down.
+install -d -m 0755 /var/lib/prometheus/node-exporter
+runuser -u prometheus -- /usr/bin/prometheus-node-exporter --log.level=warn \
+  --collector.textfile.directory=/var/lib/prometheus/node-exporter \
+  --web.listen-address=:9100 >/var/log/node-exporter.log 2>&1 &
 case "$role" in
   login)
     /usr/sbin/slurmctld -D -i &
