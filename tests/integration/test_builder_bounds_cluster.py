@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .cache_model import CACHE, images_in
+from .cache_model import CACHE, canary, images_in, plant_canary
 from .cluster import Cluster
 
 pytestmark = pytest.mark.cluster
@@ -91,9 +91,11 @@ def cancel_a_build_in_flight(cluster: Cluster, work: str) -> tuple[float, str, s
 
 def test_scancel_ends_the_build_and_the_node_is_idle_again(cluster: Cluster,
                                                           stalling_registry: str) -> None:
+    before = plant_canary(cluster, "node2")
     took, builds, state = cancel_a_build_in_flight(cluster, stalling_registry)
     assert not builds, f"the build outlived the cancelled job: {builds}"
     assert took < 10, f"node2 was busy {took:.1f} s after scancel ({state})"
+    assert canary(cluster, "node2") == before
 
 
 HERS = 5098
@@ -123,6 +125,7 @@ def test_a_loopback_reference_is_never_one_image_for_two_nodes(
     where nothing listens at that address, silently ran her image through the offline
     fallback. Now her image is built as her, in her own cache, and bob's step fails in one
     line."""
+    before = plant_canary(cluster, "node1")
     tag = uuid.uuid4().hex[:8]
     ref = f"127.0.0.1:{HERS}/hers/app-{tag}:v1"
     res = cluster.run(f"REGISTRY=127.0.0.1:{HERS} MARK=alices python3 {tools}/push.py "
@@ -139,3 +142,4 @@ def test_a_loopback_reference_is_never_one_image_for_two_nodes(
     errors = [ln for ln in res.err.splitlines() if ln.startswith("squall: error:")]
     assert len(errors) == 1 and "registry unreachable" in errors[0], res
     assert "using the cached image" not in res.err, res
+    assert canary(cluster, "node1") == before

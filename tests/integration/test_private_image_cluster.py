@@ -18,11 +18,13 @@ from .cache_model import (
     PRIVATE,
     PRIVATE_LOG,
     PRIVATE_PASSWORD,
+    canary,
     expected_pulls,
     host_path,
     images_in,
     log_since,
     mark,
+    plant_canary,
     served_blobs,
     uid_of,
 )
@@ -139,6 +141,7 @@ def test_alice_cannot_make_the_builder_pull_what_only_its_key_reaches(
     builder now asks anonymously for her; she gets the registry's refusal in one line, and
     nothing lands in the shared cache. Once the site shares the key for a repository, her
     step gets it through the builder."""
+    before = plant_canary(cluster, "node1")
     tag = uuid.uuid4().hex[:8]
     pushed = push_private(cluster, tools, f"private/deputy-{tag}")
     ref = f"{PRIVATE}/private/deputy-{tag}:v1"
@@ -159,3 +162,4 @@ def test_alice_cannot_make_the_builder_pull_what_only_its_key_reaches(
     assert res.out.split() == ["from-the-image"], res
     assert "may not pull" not in res.err, res
     assert images_in(cluster, CACHE, pushed["digest"]) != []
+    assert canary(cluster, "node1") == before
