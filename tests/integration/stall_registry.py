@@ -1,7 +1,9 @@
 """alice's registry (issue 39): any image it is asked for has one layer whose body never
 ends, sent at RATE bytes a second (above sqshbuild's low-speed cut, so only a bound or a
-kill ends the download). Run on the login node: python3 stall_registry.py PORT RATE LOG.
-Each request is one line in LOG ("GET PATH"), so a test sees the pull arrive."""
+kill ends the download). Run on the login node:
+python3 stall_registry.py PORT RATE LOG [LAYER_DIGEST]. LAYER_DIGEST: the layer's name in
+the manifest (a popular base layer's digest, whose lock her build then holds). Each request
+is one line in LOG ("GET PATH"), so a test sees the pull arrive."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ PORT, RATE, LOG = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 CONFIG = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
                      "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "0" * 64]}}).encode()
 CONFIG_DIGEST = "sha256:" + hashlib.sha256(CONFIG).hexdigest()
-LAYER_DIGEST = "sha256:" + "5" * 64  # nothing ever arrives whole to be checked against it
+# nothing ever arrives whole to be checked against it
+LAYER_DIGEST = sys.argv[4] if len(sys.argv) > 4 else "sha256:" + "5" * 64
 # A tar of one 10 GiB file, of which the header and zeros are ever sent.
 _BIG = tarfile.TarInfo("big")
 _BIG.size = 10 << 30

@@ -23,9 +23,10 @@ DROPIN = "/etc/containers/registries.conf.d/90-squall-test-stall.conf"
 HERE = Path(__file__).parent
 
 
-def start_stalling_registry(cluster: Cluster) -> str:
+def start_stalling_registry(cluster: Cluster, rate: int = 262144, layer: str = "") -> str:
     """alice's registry on the login node, plain HTTP (declared insecure on the nodes for
-    the test, as the site's registries.conf would); its directory."""
+    the test, as the site's registries.conf would), sending its layer (``layer``: the
+    digest it names it by) at ``rate`` bytes a second; its directory."""
     work = f"/fsx/home/alice/stall-{uuid.uuid4().hex[:8]}"
     cluster.put(f"{work}/stall_registry.py", (HERE / "stall_registry.py").read_text(),
                 owner=_uid(cluster, "alice"))
@@ -33,8 +34,8 @@ def start_stalling_registry(cluster: Cluster) -> str:
         cluster.run(f"mkdir -p $(dirname {DROPIN}) && printf '%s\\n' '[[registry]]' "
                     f"'location = \"login:{PORT}\"' 'insecure = true' > {DROPIN}",
                     node=node, user="root")
-    cluster.run(f"nohup python3 {work}/stall_registry.py {PORT} 262144 {work}/requests.log "
-                f">/dev/null 2>&1 & echo $! > {work}/pid", user="alice")
+    cluster.run(f"nohup python3 {work}/stall_registry.py {PORT} {rate} {work}/requests.log "
+                f"{layer} >/dev/null 2>&1 & echo $! > {work}/pid", user="alice")
     return work
 
 
@@ -143,3 +144,42 @@ def test_a_loopback_reference_is_never_one_image_for_two_nodes(
     assert len(errors) == 1 and "registry unreachable" in errors[0], res
     assert "using the cached image" not in res.err, res
     assert canary(cluster, "node1") == before
+
+
+def test_a_slow_registry_holds_no_other_build_of_its_layer_hostage(
+        cluster: Cluster, tools: str) -> None:
+    """alice's manifest names bob's image's layer with no size and her registry sends it at
+    4 KiB/s; her step's build holds that layer's lock. bob's step, which needs the layer,
+    used to wait as long as hers took (up to 6 h, at "0 B/s"): it now pulls the layer itself
+    once hers makes no progress, and says whom it waited for."""
+    before = plant_canary(cluster, "node2")
+    tag = uuid.uuid4().hex[:8]
+    res = cluster.run(f"MARK=bobs python3 {tools}/push.py bob/app-{tag} v1 8", node="login",
+                      user="bob", timeout=300)
+    pushed = json.loads(res.out.strip().splitlines()[-1])
+    sizes = cluster.run(f"cd /var/lib/docker-registry/docker/registry/v2/blobs/sha256 && "
+                        f"for d in {' '.join(b.split(':')[1] for b in pushed['blobs'])}; do "
+                        "echo $d $(stat -c %s ${d:0:2}/$d/data); done", node="login",
+                        user="root").out.split()
+    layer = "sha256:" + max(zip(sizes[::2], map(int, sizes[1::2]), strict=True),
+                            key=lambda x: x[1])[0]
+    work = start_stalling_registry(cluster, rate=4096, layer=layer)
+    try:
+        hers = cluster.run(f"sbatch --parsable -N1 -w node1 -o /dev/null --wrap 'srun "
+                           f"--container-image=login:{PORT}/hers/base-{tag}:v1 true'",
+                           user="alice").out.strip()
+        deadline = time.monotonic() + 120
+        while f"/blobs/{layer}" not in cluster.run(f"cat {work}/requests.log", user="alice").out:
+            assert time.monotonic() < deadline, "her build never asked for the layer"
+            time.sleep(1)
+        time.sleep(3)
+        started = time.monotonic()
+        res = cluster.run(f"srun -N1 -w node2 --container-image=login:5000/bob/app-{tag}:v1 "
+                          "cat /etc/mark", user="bob", timeout=600)
+        took = time.monotonic() - started
+        cluster.run(f"scancel {hers}", user="alice", check=False)
+    finally:
+        stop_stalling_registry(cluster, work)
+    assert res.out.split() == ["bobs"], res
+    assert took < 150, f"bob's step waited {took:.0f} s for alice's trickle"
+    assert canary(cluster, "node2") == before
