@@ -397,6 +397,22 @@ def clean_env(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
+def run_sqshbuild(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``sqshbuild ARGS`` in a process of its own, with ``env``."""
+    return subprocess.run([*sqshbuild_cmd(), *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def write_credentials(home: Path, text: str, mode: int | None = None) -> Path:
+    """Enroot's credentials file in ``home`` (its mode left to the umask unless given)."""
+    path = home / ".config" / "enroot" / ".credentials"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mode is not None:
+        path.chmod(mode)
+    return path
+
+
 def sqshbuild_cmd() -> list[str]:
     return [sys.executable, "-c", "from squall.sqshbuild.cli import main; main()"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import subprocess
 import threading
 from pathlib import Path
 
@@ -20,8 +19,9 @@ from conftest import (
     BASIC_USER,
     one_error_line,
     run_env,
-    sqshbuild_cmd,
+    run_sqshbuild,
     start_registry,
+    write_credentials,
 )
 from imagekit import Image, layer
 
@@ -36,16 +36,8 @@ pytestmark = pytest.mark.registry
 SECRET = "builders-secret-pw-42"
 
 
-def sqshbuild(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*sqshbuild_cmd(), *args], env=env, capture_output=True, text=True,
-                          timeout=120)
-
-
-def write_credentials(home: Path, text: str) -> None:
-    path = home / ".config" / "enroot" / ".credentials"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    path.chmod(0o600)
+def private_credentials(home: Path, text: str) -> None:
+    write_credentials(home, text, 0o600)  # as Enroot wants them: no note about the mode
 
 
 def site_file(tmp: Path, text: str) -> Path:
@@ -81,7 +73,7 @@ class Trap:
 
 
 def test_a_credential_line_is_for_its_own_host_and_port(clean_env):
-    write_credentials(clean_env, "machine reg.example login a password pa\n"
+    private_credentials(clean_env, "machine reg.example login a password pa\n"
                                  "machine reg.example:5000 login b password pb\n"
                                  "machine 127.0.0.1 login c password pc\n")
     assert find_credentials("reg.example").username == "a"
@@ -94,10 +86,10 @@ def test_a_credential_line_is_for_its_own_host_and_port(clean_env):
 def test_the_builders_password_never_reaches_a_trap_on_another_port(clean_env, cache_dir):
     """Enroot's own form names a host without a port; her trap listens on another port
     of that host (was: it logged the builder's password)."""
-    write_credentials(clean_env, f"machine 127.0.0.1 login builder password {SECRET}\n")
+    private_credentials(clean_env, f"machine 127.0.0.1 login builder password {SECRET}\n")
     trap = Trap()
     try:
-        proc = sqshbuild(["--cache-dir", str(cache_dir), f"{trap.host}/priv/app:1"],
+        proc = run_sqshbuild(["--cache-dir", str(cache_dir), f"{trap.host}/priv/app:1"],
                          run_env(clean_env))
     finally:
         trap.close()
@@ -111,7 +103,7 @@ def test_for_a_user_the_builder_asks_anonymously(basic_registry, clean_env, monk
     them for that repository."""
     basic_registry.pusher.push("priv/secret", "v1", Image([layer(("file", "s", "secret"))],
                                                           {"Cmd": ["x"]}))
-    write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} "
+    private_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} "
                                  f"password {BASIC_PASSWORD}\n")
     assert RegistryClient(basic_registry.host, "priv/secret").resolve("v1", "amd64").digest
     deputy = Deputy("alice", site.Site())
@@ -129,11 +121,11 @@ def test_a_cached_image_pulled_with_credentials_is_hers_only_where_shared(
         basic_registry, clean_env, tmp_path):
     basic_registry.pusher.push("priv/cached", "v1", Image([layer(("file", "c", "cached"))],
                                                           {"Cmd": ["x"]}))
-    write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} "
+    private_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} "
                                  f"password {BASIC_PASSWORD}\n")
     cache_dir = tmp_path / "shared"
     ref = f"{basic_registry.host}/priv/cached:v1"
-    proc = sqshbuild(["--json", "--cache-dir", str(cache_dir), ref], run_env(clean_env))
+    proc = run_sqshbuild(["--json", "--cache-dir", str(cache_dir), ref], run_env(clean_env))
     assert proc.returncode == 0, proc.stderr
     digest = json.loads(proc.stdout)["digest"]
     cache = open_shared(cache_dir)
@@ -149,7 +141,7 @@ def test_a_cached_image_pulled_with_credentials_is_hers_only_where_shared(
 def test_a_loopback_reference_is_never_built_into_the_shared_cache_for_a_user(
         registry, clean_env, cache_dir):
     registry.pusher.push("hers/app", "v1", Image([layer(("file", "h", "hers"))], {"Cmd": ["x"]}))
-    proc = sqshbuild(["--cache-dir", str(cache_dir), "--for-user", "nobody",
+    proc = run_sqshbuild(["--cache-dir", str(cache_dir), "--for-user", "nobody",
                       f"{registry.host}/hers/app:v1"], run_env(clean_env))
     err = one_error_line(proc)
     assert proc.returncode == 3, proc.stderr  # the plugin builds it as the user
@@ -165,11 +157,11 @@ def test_the_offline_fallback_never_serves_a_loopback_reference(tmp_path, clean_
     try:
         reg.pusher.push("hers/off", "v1", Image([layer(("file", "o", "off"))], {"Cmd": ["x"]}))
         ref = f"{reg.host}/hers/off:v1"
-        assert sqshbuild(["-q", "--cache-dir", str(cache_dir), ref],
+        assert run_sqshbuild(["-q", "--cache-dir", str(cache_dir), ref],
                          run_env(clean_env)).returncode == 0
     finally:
         reg.stop()
-    proc = sqshbuild(["-q", "--cache-dir", str(cache_dir), ref], run_env(clean_env))
+    proc = run_sqshbuild(["-q", "--cache-dir", str(cache_dir), ref], run_env(clean_env))
     err = one_error_line(proc)  # was: "using the cached image" for whatever listens there
     assert "registry unreachable" in err and "using the cached image" not in proc.stderr
 
@@ -182,14 +174,14 @@ def test_the_site_file_bounds_an_image_before_its_layers_are_fetched(registry, c
                                                        compress=False)], {"Cmd": ["x"]}))
     conf = site_file(tmp_path, '[limits]\nmax_image_size = "1M"\n')
     env = {**run_env(clean_env), site.SITE_ENV: str(conf)}
-    proc = sqshbuild(["--cache-dir", str(cache_dir), f"{registry.host}/big/img:v1"], env)
+    proc = run_sqshbuild(["--cache-dir", str(cache_dir), f"{registry.host}/big/img:v1"], env)
     err = one_error_line(proc)
     assert f"allowed by max_image_size in {conf}" in err, err
     assert not list((cache_dir / "layers" / "sha256").glob("*.tar"))
     # a variable lowers a bound, never raises it above the site's
     env["SQSHBUILD_MAX_IMAGE_SIZE"] = "100M"
     assert f"max_image_size in {conf}" in one_error_line(
-        sqshbuild(["--cache-dir", str(cache_dir), f"{registry.host}/big/img:v1"], env))
+        run_sqshbuild(["--cache-dir", str(cache_dir), f"{registry.host}/big/img:v1"], env))
 
 
 @pytest.mark.parametrize("text,words", [
@@ -202,7 +194,7 @@ def test_the_site_file_bounds_an_image_before_its_layers_are_fetched(registry, c
 def test_a_bad_site_file_is_one_line_naming_the_key(registry, clean_env, cache_dir, tmp_path,
                                                      text, words):
     conf = site_file(tmp_path, text)
-    proc = sqshbuild(["--cache-dir", str(cache_dir), f"{registry.host}/any/img:v1"],
+    proc = run_sqshbuild(["--cache-dir", str(cache_dir), f"{registry.host}/any/img:v1"],
                      {**run_env(clean_env), site.SITE_ENV: str(conf)})
     assert words in one_error_line(proc)
 
@@ -210,8 +202,9 @@ def test_a_bad_site_file_is_one_line_naming_the_key(registry, clean_env, cache_d
 def test_a_site_file_others_may_write_is_refused(tmp_path):
     conf = site_file(tmp_path, "[limits]\n")
     conf.chmod(0o666)
-    with pytest.raises(site.SquallError, match="not a regular file of root's that only root"):
-        site._read(conf)
+    site._load.cache_clear()
+    with pytest.raises(site.SquallError, match="may be written by others than root"):
+        site._load(conf)
 
 
 def test_a_users_share_refuses_what_would_go_past_it(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,23 +16,13 @@ from conftest import (
     TOKEN_USER,
     one_error_line,
     run_env,
-    sqshbuild_cmd,
+    run_sqshbuild,
+    write_credentials,
 )
 from imagekit import Image, layer
 from sqfs import cat
 
 pytestmark = pytest.mark.registry
-
-
-def sqshbuild(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*sqshbuild_cmd(), *args], env=env, capture_output=True, text=True,
-                          timeout=120)
-
-
-def write_credentials(home: Path, text: str) -> None:
-    path = home / ".config" / "enroot" / ".credentials"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 def credential_helper_double(home: Path, server: str, user: str, secret: str) -> Path:
@@ -61,20 +50,20 @@ def test_basic_auth_password_from_commands(basic_registry, cache_dir, clean_env)
     pwfile.write_text(BASIC_PASSWORD + "\n")
     write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  f"$(cat {pwfile})\n")
-    proc = sqshbuild(["-q", "--cache-dir", str(cache_dir), ref], run_env(clean_env))
+    proc = run_sqshbuild(["-q", "--cache-dir", str(cache_dir), ref], run_env(clean_env))
     assert proc.returncode == 0, proc.stderr
     assert cat(Path(proc.stdout.strip()), "c") == "cmd"
     # printf with arguments: the whole rest of the line goes to the shell, as Enroot does
     head, tail = BASIC_PASSWORD[:5], BASIC_PASSWORD[5:]
     write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  f"$(printf '%s%s' '{head}' '{tail}')\n")
-    proc = sqshbuild(["-q", "--cache-dir", str(cache_dir / "b"), ref], run_env(clean_env))
+    proc = run_sqshbuild(["-q", "--cache-dir", str(cache_dir / "b"), ref], run_env(clean_env))
     assert proc.returncode == 0, proc.stderr
     # a command that fails: the one error line names it, never what it printed (its
     # stderr may hold the secret)
     write_credentials(clean_env, f"machine {basic_registry.host} login {BASIC_USER} password "
                                  "$(echo 'sso session expired' >&2; exit 4)\n")
-    err = one_error_line(sqshbuild(["--cache-dir", str(cache_dir / "c"), ref],
+    err = one_error_line(run_sqshbuild(["--cache-dir", str(cache_dir / "c"), ref],
                                    run_env(clean_env)))
     assert "sso session expired" not in err and "line 1 of" in err and ".credentials" in err
     assert "printed no password" in err, err
@@ -94,7 +83,7 @@ def test_token_auth_through_a_credential_helper_reuses_the_token(token_registry,
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     server = token_registry.extra["token_server"]
     before = len(server.requests)
-    proc = sqshbuild(["-q", "--cache-dir", str(cache_dir), ref], env)
+    proc = run_sqshbuild(["-q", "--cache-dir", str(cache_dir), ref], env)
     assert proc.returncode == 0, proc.stderr
     assert cat(Path(proc.stdout.strip()), "l3") == "3"
     mine = [r for r in server.requests[before:] if r["scope"] == "repository:private/helped:pull"]
@@ -114,7 +103,7 @@ def test_a_secret_never_appears_in_output(token_registry, basic_registry, cache_
                                  f"$(printf '%s' '{secret}')\n")
     env = run_env(clean_env)
     for args in (["-v"], ["-vv"], ["--json"]):
-        proc = sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
+        proc = run_sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
                           f"{basic_registry.host}/team/leak:1"], env)
         assert proc.returncode == 3 and "auth refused" in proc.stderr  # refused: exit 3
         if args != ["-vv"]:  # -vv adds the traceback on purpose
@@ -127,7 +116,7 @@ def test_a_secret_never_appears_in_output(token_registry, basic_registry, cache_
     (clean_env / ".docker" / "config.json").write_text(json.dumps({"credsStore": "test"}))
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     for args in (["-vv"], ["--json"]):
-        proc = sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
+        proc = run_sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
                           f"{token_registry.host}/private/leak:1"], env)
         assert proc.returncode == 3
         err = next(ln for ln in proc.stderr.splitlines() if ln.startswith("sqshbuild: error:"))
@@ -146,15 +135,15 @@ def test_a_credentials_file_others_can_read_gets_one_note(basic_registry, cache_
                                  f"{BASIC_PASSWORD}\n")
     path = clean_env / ".config" / "enroot" / ".credentials"
     path.chmod(0o644)
-    proc = sqshbuild(["--cache-dir", str(cache_dir), ref], run_env(clean_env))
+    proc = run_sqshbuild(["--cache-dir", str(cache_dir), ref], run_env(clean_env))
     assert proc.returncode == 0, proc.stderr
     notes = [ln for ln in proc.stderr.splitlines() if "credentials file" in ln]
     assert notes == [f"sqshbuild: note: the credentials file {path} can be read by other "
                      f"users (mode 0644): chmod 600 {path}"], proc.stderr
-    proc = sqshbuild(["-q", "--cache-dir", str(cache_dir / "q"), ref], run_env(clean_env))
+    proc = run_sqshbuild(["-q", "--cache-dir", str(cache_dir / "q"), ref], run_env(clean_env))
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     path.chmod(0o600)
-    proc = sqshbuild(["--cache-dir", str(cache_dir / "p"), ref], run_env(clean_env))
+    proc = run_sqshbuild(["--cache-dir", str(cache_dir / "p"), ref], run_env(clean_env))
     assert proc.returncode == 0 and "credentials file" not in proc.stderr, proc.stderr
 
 
@@ -177,7 +166,7 @@ def test_a_helper_that_prints_its_secret_and_fails_never_shows_it(token_registry
     env = run_env(clean_env)
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     for args in ([], ["-v"], ["-vv"], ["--json"]):
-        proc = sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
+        proc = run_sqshbuild(["build", *args, "--cache-dir", str(cache_dir),
                           f"{token_registry.host}/private/leaky:1"], env)
         assert proc.returncode == 1, proc.stderr
         err = next(ln for ln in proc.stderr.splitlines() if ln.startswith("sqshbuild: error:"))

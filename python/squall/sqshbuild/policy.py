@@ -26,7 +26,6 @@ import binascii
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from squall.sqshbuild.jsonbound import MAX_DEPTH, depth
 from squall.sqshbuild.mirrors import hub_name
 from squall.sqshbuild.refs import Source
 from squall.sqshbuild.registry import RegistryClient
+from squall.sqshbuild.safefs import read_trusted
 
 if TYPE_CHECKING:
     from squall.sqshbuild.sigstore import PublicKey
@@ -357,33 +357,6 @@ def parse(data: bytes, path: Path) -> Policy:
     except SquallError as exc:
         raise SquallError(f"the site policy {path}: {exc} {_SEE}") from None
     return Policy(path, default, docker)
-
-
-def read_trusted(path: Path, what: str, limit: int, missing_ok: bool = False) -> bytes | None:
-    """A small regular file of root's or the caller's that no one else may write (anyone who
-    could write it could change what the site trusts); never waited on (a FIFO)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        if missing_ok:
-            return None
-        raise SquallError(f"{what} does not exist") from None
-    except OSError as exc:
-        raise SquallError(f"{what} cannot be read ({exc.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SquallError(f"{what} is not a regular file")
-        if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
-            raise SquallError(f"{what} may be written by others than root (owner uid "
-                              f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}): fix it "
-                              f"with chown root {path}; chmod 0644 {path}")
-        data = os.read(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise SquallError(f"{what} is larger than {limit} bytes")
-    return data
 
 
 def policy_path() -> Path:

@@ -17,6 +17,7 @@ import os
 import stat
 from pathlib import Path
 
+from squall.errors import SquallError
 from squall.sqshbuild.trust import Trust, kind, who
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -250,3 +251,33 @@ def make_dir_at(parent_fd: int, name: str, mode: int,
         os.close(fd)
         raise
     return fd, created
+
+
+def read_trusted(path: Path, what: str, limit: int, missing_ok: bool = False,
+                 follow: bool = True) -> bytes | None:
+    """A small regular file of root's or the caller's that no one else may write (anyone who
+    could write it could change what the site trusts: its policy, its keys, its bounds);
+    never waited on (a FIFO); a link followed only with ``follow``."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise SquallError(f"{what} does not exist") from None
+    except OSError as exc:
+        raise SquallError(f"{what} cannot be read ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SquallError(f"{what} is not a regular file")
+        if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+            raise SquallError(f"{what} may be written by others than root (owner uid "
+                              f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}): fix it "
+                              f"with chown root {path}; chmod 0644 {path}")
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise SquallError(f"{what} is larger than {limit} bytes")
+    return data

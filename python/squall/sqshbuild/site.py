@@ -19,16 +19,15 @@ for a user's own runs), TOML, every key optional::
     shared = ["nvcr.io/nvidia", "mirror.internal:5000"]
 
 A variable (``SQSHBUILD_MAX_BLOB_SIZE`` ...) may lower a limit for one run, never raise it
-above the file's. The file must be a regular file of root's that only root may write; any
-other file, an unknown key or a bad value stops the build with one line naming the file
-and the key: a site's bounds are never dropped silently.
+above the file's. The file must be a regular file of root's (or the caller's) that nobody
+else may write, not a link; any other file, an unknown key or a bad value stops the build
+with one line naming the file and the key: a site's bounds are never dropped silently.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 from squall.errors import SquallError
 from squall.sqshbuild.cache.layout import parse_size
+from squall.sqshbuild.safefs import read_trusted
 
 SITE_ENV = "SQSHBUILD_SITE_CONFIG"
 SITE_FILE = Path("/etc/squall/sqshbuild.toml")
@@ -144,30 +144,6 @@ def _shared(table: object, path: Path) -> tuple[str, ...]:
     return tuple(s.strip().rstrip("/") for s in scopes)
 
 
-def _read(path: Path) -> bytes | None:
-    """The file's bytes; None when there is none. Only a small regular file of root's that
-    only root may write is read; anything else is an error (never followed or waited on)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise SquallError(f"the site configuration {path} cannot be read ({exc.strerror}): "
-                          "make it a regular file of root's, mode 0644") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
-            raise SquallError(f"the site configuration {path} is not a regular file of "
-                              "root's that only root may write: fix it with chown root "
-                              f"{path}; chmod 0644 {path}")
-        data = os.read(fd, _FILE_LIMIT + 1)
-    finally:
-        os.close(fd)
-    if len(data) > _FILE_LIMIT:
-        raise SquallError(f"the site configuration {path} is larger than {_FILE_LIMIT} bytes")
-    return data
-
-
 def parse(data: bytes, path: Path) -> Site:
     try:
         doc: dict[str, Any] = tomllib.loads(data.decode())
@@ -187,7 +163,8 @@ def path() -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _load(where: Path) -> Site:
-    data = _read(where)
+    data = read_trusted(where, f"the site configuration {where}", _FILE_LIMIT,
+                        missing_ok=True, follow=False)
     return Site() if data is None else parse(data, where)
 
 
