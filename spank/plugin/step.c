@@ -724,8 +724,11 @@ int sq_step_task_init(struct sq_step *s, spank_t sp)
 	spank_get_item(sp, S_TASK_ID, &local_id);
 	spank_get_item(sp, S_TASK_GLOBAL_ID, &global_id);
 	if (sq_report_failed()) {
-		if (local_id == 0)
+		if (local_id == 0) {
+			/* what led there first (the builder's reason, a fallback), then the error */
+			sq_report_warnings();
 			sq_report_flush();
+		}
 		return -1;
 	}
 	if (local_id == 0)
