@@ -16,6 +16,7 @@
 #include "imageref.h"
 #include "image.h"
 #include "safeopen.h"
+#include "srunwatch.h"
 #include "strbuf.h"
 
 void sq_hash_hex(const char *s, size_t len, char out[17])
@@ -172,8 +173,8 @@ static void pass_progress(int err_fd, void *arg)
  * the builder runs it (it then does only what that user may: docs/security.md). */
 static int run_build(const char *text, const struct sq_image_env *e, char *const envp[],
 		     const struct sq_cred *cred, const struct sq_spawn_opts *o,
-		     const char *for_user, int *status, char *line, size_t linelen,
-		     struct sq_image *out, char *err, size_t errlen)
+		     const char *for_user, struct sq_watch *w, int *status, char *line,
+		     size_t linelen, struct sq_image *out, char *err, size_t errlen)
 {
 	const char *argv[16];
 	char every[16];
@@ -206,8 +207,8 @@ static int run_build(const char *text, const struct sq_image_env *e, char *const
 	}
 	argv[n++] = text;
 	argv[n] = NULL;
-	if (sq_run_opts(e->sqshbuild, (char *const *)argv, envp, cred, &with, status, &child,
-			err, errlen) < 0)
+	if (sq_run_watched(e->sqshbuild, (char *const *)argv, envp, cred, &with, w, status,
+			   &child, err, errlen) < 0)
 		return -1;
 	ok = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
 	sq_capture_tail(ok ? child.out_fd : child.err_fd, 1, line, linelen);
@@ -235,8 +236,8 @@ static int user_name(uid_t uid, char *name, size_t namelen, char *err, size_t er
 /* As the builder when the node has one: 1 it ran (*status, line), 0 build as the user
  * (no builder, or it may not pull this for the user: exit status 3), -1 with err. */
 static int build_as_builder(const char *text, const struct sq_image_env *e,
-			    struct sq_image *out, int *status, char *line, size_t linelen,
-			    char *err, size_t errlen)
+			    struct sq_watch *w, struct sq_image *out, int *status, char *line,
+			    size_t linelen, char *err, size_t errlen)
 {
 	const struct sq_spawn_opts in_root = { "/", 022, NULL, 0, NULL, NULL, e->cgroup_procs };
 	static const char prefix[] = "sqshbuild: error: ";
@@ -253,8 +254,8 @@ static int build_as_builder(const char *text, const struct sq_image_env *e,
 		sq_builder_free(&b);
 		return -1;
 	}
-	rc = run_build(text, e, b.envp, &b.cred, &in_root, name, status, line, linelen, out,
-		       err, errlen);
+	rc = run_build(text, e, b.envp, &b.cred, &in_root, name, w, status, line, linelen,
+		       out, err, errlen);
 	sq_builder_free(&b);
 	if (rc < 0)
 		return -1;
@@ -294,16 +295,16 @@ static char **site_ruled_env(char *const envp[])
 }
 
 /* No builder, or it may not pull this: as the user, with the job's environment. */
-static int build_as_user(const char *text, const struct sq_image_env *e, int *status,
-			 char *line, size_t linelen, struct sq_image *out, char *err,
-			 size_t errlen)
+static int build_as_user(const char *text, const struct sq_image_env *e,
+			 struct sq_watch *w, int *status, char *line, size_t linelen,
+			 struct sq_image *out, char *err, size_t errlen)
 {
 	char **envp = site_ruled_env(e->envp);
 	int rc;
 
 	if (envp == NULL)
 		return sq_errf(err, errlen, "out of memory");
-	rc = run_build(text, e, envp, e->cred, NULL, NULL, status, line, linelen, out, err,
+	rc = run_build(text, e, envp, e->cred, NULL, NULL, w, status, line, linelen, out, err,
 		       errlen);
 	free(envp);
 	return rc;
@@ -313,6 +314,8 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 			       struct sq_image *out, char *err, size_t errlen)
 {
 	char line[PATH_MAX + 64], what[2 * PATH_MAX + 160];
+	struct sq_srun_watch srun;
+	struct sq_watch watch = { sq_srun_gone, &srun, 0 };
 	int status, ran;
 
 	if (access(e->sqshbuild, X_OK) < 0) {
@@ -321,12 +324,17 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 			"set sqshbuild= in plugstack.conf", text, e->sqshbuild, host());
 		return -1;
 	}
-	ran = build_as_builder(text, e, out, &status, line, sizeof(line), err, errlen);
+	/* A cancelled step's kill waits for user_init's end: the build stops when srun goes. */
+	sq_srun_watch_init(&srun);
+	ran = build_as_builder(text, e, &watch, out, &status, line, sizeof(line), err, errlen);
 	if (ran < 0)
 		return -1;
-	if (ran == 0 && build_as_user(text, e, &status, line, sizeof(line), out, err,
-				      errlen) < 0)
+	if (ran == 0 && !watch.stopped &&
+	    build_as_user(text, e, &watch, &status, line, sizeof(line), out, err, errlen) < 0)
 		return -1;
+	if (watch.stopped)
+		return sq_errf(err, errlen, "--container-image=%s: the job's srun has gone (the "
+			       "step was cancelled or ended): the image build was stopped", text);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char why[64];
 		sq_status_text(status, why, sizeof(why));

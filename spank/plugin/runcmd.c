@@ -212,7 +212,7 @@ static void apply_opts(const struct sq_spawn_opts *o)
 }
 
 static int spawn_with(const char *path, char *const argv[], char *const envp[],
-		      const struct sq_cred *cred, const struct sq_spawn_opts *o,
+		      const struct sq_cred *cred, const struct sq_spawn_opts *o, int own_group,
 		      struct sq_child *child, char *err, size_t errlen)
 {
 	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0, NULL, NULL, NULL };
@@ -236,6 +236,8 @@ static int spawn_with(const char *path, char *const argv[], char *const envp[],
 		stdio_to(devnull, child);
 		place_fds(lifted, o->npass);
 		reset_signals();
+		if (own_group)
+			(void)setpgid(0, 0);  /* a group of its own: stopped whole (wait_ticking) */
 		join_cgroup(cred, o->cgroup_procs);
 		become_user(cred);
 		apply_opts(o);
@@ -250,7 +252,7 @@ static int spawn_with(const char *path, char *const argv[], char *const envp[],
 int sq_spawn(const char *path, char *const argv[], char *const envp[],
 	     const struct sq_cred *cred, struct sq_child *child, char *err, size_t errlen)
 {
-	return spawn_with(path, argv, envp, cred, NULL, child, err, errlen);
+	return spawn_with(path, argv, envp, cred, NULL, 0, child, err, errlen);
 }
 
 int sq_child_wait(struct sq_child *child, int *status)
@@ -330,8 +332,10 @@ int sq_run(const char *path, char *const argv[], char *const envp[], const struc
 	return sq_run_opts(path, argv, envp, cred, NULL, status, child, err, errlen);
 }
 
-/* Until the child has exited (left for sq_child_wait to reap), tick every second. */
-static void wait_ticking(const struct sq_child *child, const struct sq_spawn_opts *o)
+/* Until the child has exited (left for sq_child_wait to reap), tick every second, and stop
+ * its process group once w->gone says what it works for has gone. */
+static void wait_ticking(const struct sq_child *child, const struct sq_spawn_opts *o,
+			 struct sq_watch *w)
 {
 	int pidfd = sq_pidfd_open(child->pid);
 	struct pollfd p = { pidfd, POLLIN, 0 };
@@ -342,25 +346,47 @@ static void wait_ticking(const struct sq_child *child, const struct sq_spawn_opt
 		int r = poll(&p, 1, 1000);
 		if (r > 0 || (r < 0 && errno != EINTR))
 			break;
-		o->tick(child->err_fd, o->tick_arg);
+		if (o != NULL && o->tick != NULL)
+			o->tick(child->err_fd, o->tick_arg);
+		if (w != NULL && !w->stopped && w->gone(w->arg)) {
+			w->stopped = 1;
+			(void)kill(-child->pid, SIGKILL);
+			(void)kill(child->pid, SIGKILL);
+		}
 	}
 	close(pidfd);
 }
 
-int sq_run_opts(const char *path, char *const argv[], char *const envp[],
-		const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
-		struct sq_child *child, char *err, size_t errlen)
+static int run(const char *path, char *const argv[], char *const envp[],
+	       const struct sq_cred *cred, const struct sq_spawn_opts *o,
+	       struct sq_watch *w, int *status, struct sq_child *child, char *err,
+	       size_t errlen)
 {
-	if (spawn_with(path, argv, envp, cred, o, child, err, errlen) < 0)
+	if (spawn_with(path, argv, envp, cred, o, w != NULL, child, err, errlen) < 0)
 		return -1;
-	if (o != NULL && o->tick != NULL)
-		wait_ticking(child, o);
+	if ((o != NULL && o->tick != NULL) || w != NULL)
+		wait_ticking(child, o, w);
 	if (sq_child_wait(child, status) < 0) {
 		sq_errf(err, errlen, "lost track of %s (pid %d): %s", path, (int)child->pid,
 			strerror(errno));
 		return -1;
 	}
 	return 0;
+}
+
+int sq_run_opts(const char *path, char *const argv[], char *const envp[],
+		const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
+		struct sq_child *child, char *err, size_t errlen)
+{
+	return run(path, argv, envp, cred, o, NULL, status, child, err, errlen);
+}
+
+int sq_run_watched(const char *path, char *const argv[], char *const envp[],
+		   const struct sq_cred *cred, const struct sq_spawn_opts *o,
+		   struct sq_watch *w, int *status, struct sq_child *child, char *err,
+		   size_t errlen)
+{
+	return run(path, argv, envp, cred, o, w, status, child, err, errlen);
 }
 
 char *sq_capture_read(int fd)

@@ -77,6 +77,22 @@ int sq_run_opts(const char *path, char *const argv[], char *const envp[],
 		const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
 		struct sq_child *child, char *err, size_t errlen);
 
+/* What a watched run asks once a second while its child runs: 1 when what the child works
+ * for has gone (srunwatch.h). */
+struct sq_watch {
+	int (*gone)(void *arg);
+	void *arg;
+	int stopped;      /* set when the child was stopped because gone said so */
+};
+
+/* sq_run_opts with the child in a process group of its own, which is killed (SIGKILL)
+ * once w->gone says so; the wait goes on until it has exited, and w->stopped says it was
+ * stopped. */
+int sq_run_watched(const char *path, char *const argv[], char *const envp[],
+		   const struct sq_cred *cred, const struct sq_spawn_opts *o,
+		   struct sq_watch *w, int *status, struct sq_child *child, char *err,
+		   size_t errlen);
+
 /* The last n non-empty lines of a captured stream joined with " | ", control bytes
  * replaced, into buf ("" when empty). */
 void sq_capture_tail(int fd, int n, char *buf, size_t buflen);

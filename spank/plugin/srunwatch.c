@@ -1,0 +1,67 @@
+/* srunwatch.c: see srunwatch.h. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "smallio.h"
+#include "srunwatch.h"
+#include "tcpstate.h"
+
+/* The state of the socket `inode` in tcp or tcp6 (-1: in neither). */
+static int state_of(const char *tcp, const char *tcp6, unsigned long inode)
+{
+	int st = tcp ? sq_tcp_state(tcp, inode) : -1;
+
+	return st >= 0 || tcp6 == NULL ? st : sq_tcp_state(tcp6, inode);
+}
+
+void sq_srun_watch_init(struct sq_srun_watch *w)
+{
+	char *tcp = sq_read_file("/proc/self/net/tcp", NULL);
+	char *tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	w->n = 0;
+	while (d != NULL && (e = readdir(d)) != NULL && w->n < SQ_SRUN_WATCH_MAX) {
+		char path[300], link[64];
+		unsigned long inode;
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		if (sscanf(link, "socket:[%lu]", &inode) == 1 &&
+		    state_of(tcp, tcp6, inode) == SQ_TCP_ESTABLISHED)
+			w->inodes[w->n++] = inode;
+	}
+	if (d != NULL)
+		closedir(d);
+	free(tcp);
+	free(tcp6);
+}
+
+int sq_srun_gone(void *arg)
+{
+	const struct sq_srun_watch *w = arg;
+	char *tcp, *tcp6;
+	int closed = 0, open = 0;
+
+	if (w == NULL || w->n == 0)
+		return 0;
+	tcp = sq_read_file("/proc/self/net/tcp", NULL);
+	tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
+	for (int i = 0; i < w->n; i++) {
+		int st = state_of(tcp, tcp6, w->inodes[i]);
+		closed += st == SQ_TCP_CLOSE_WAIT;
+		open += st >= 0 && st != SQ_TCP_CLOSE_WAIT;
+	}
+	free(tcp);
+	free(tcp6);
+	return closed > 0 && open == 0;
+}
