@@ -6,12 +6,16 @@
 #include <grp.h>
 #include <libgen.h>
 #include <limits.h>
+#include <linux/capability.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,6 +189,53 @@ static int publish(int dfd, int pfd, const char *base, const char *path, uid_t u
 	return 0;
 }
 
+static int write_map(const char *file, const char *text)
+{
+	int fd = open(file, O_WRONLY | O_CLOEXEC);
+	ssize_t n = -1;
+
+	if (fd >= 0) {
+		n = write(fd, text, strlen(text));
+		close(fd);
+	}
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/*
+ * Enroot makes the mount points a container's start needs and the image lacks (var/run,
+ * var/lock on busybox or a small image, a --container-mounts target) mode 000, its mark
+ * for what `enroot export` leaves out; but an export as the plain user cannot look into
+ * them (`find: ... Permission denied`) and fails. So the export runs in a user namespace
+ * of its own that maps the user to itself alone, with CAP_DAC_READ_SEARCH raised as an
+ * ambient capability for the runtime and mksquashfs it starts: they read the container's
+ * tree whatever its modes, as Enroot's own create and start handle it, and only files of
+ * the user's ids (the kernel grants the capability over mapped owners alone). Best effort:
+ * where user namespaces are off, the export runs as before.
+ */
+static void read_own_tree(uid_t uid, gid_t gid)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+	const unsigned int cap = CAP_DAC_READ_SEARCH;
+	char map[64];
+
+	/* A process that changed its ids is not dumpable: its /proc/self maps stay root's. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 || unshare(CLONE_NEWUSER) < 0)
+		return;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	if (write_map("/proc/self/uid_map", map) < 0)
+		return;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	if (write_map("/proc/self/setgroups", "deny") < 0 ||
+	    write_map("/proc/self/gid_map", map) < 0)
+		return;
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return;
+	data[cap / 32].inheritable |= 1U << (cap % 32);
+	if (syscall(SYS_capset, &hdr, data) == 0)
+		(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+}
+
 /* In the child, as the user: the whole save. 0 ok, -1 with err. */
 static int export_as_user(const struct sq_runtime *rt, const char *container,
 			  const char *path, uint32_t jobid, uint32_t stepid, char *err,
@@ -202,6 +253,7 @@ static int export_as_user(const struct sq_runtime *rt, const char *container,
 		close(dfd);
 		return -1;
 	}
+	read_own_tree(self.uid, self.gid);
 	rc = run_export(rt, &self, container, pfd, err, errlen);
 	if (rc == 0)
 		rc = publish(dfd, pfd, base, path, self.uid, err, errlen);
@@ -244,7 +296,7 @@ int sq_save_export(const struct sq_runtime *rt, const char *container, const cha
 	shared[0] = '\0';
 	pid = fork();
 	if (pid == 0) {
-		if (become(rt->cred) < 0)
+		if (rt->cred != NULL && become(rt->cred) < 0)
 			_exit(126);
 		_exit(export_as_user(rt, container, path, jobid, stepid, shared, errlen) == 0
 		      ? 0 : 1);

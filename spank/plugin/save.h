@@ -21,6 +21,8 @@
  * caller's. 0 ok, -1 with err naming the path and the fix. */
 int sq_save_check(const char *path, char *err, size_t errlen);
 
+/* The save, in a child that becomes rt->cred (NULL: the caller, already the user). 0 ok,
+ * -1 with err. */
 int sq_save_export(const struct sq_runtime *rt, const char *container, const char *path,
 		   uint32_t jobid, uint32_t stepid, char *err, size_t errlen);
 

@@ -321,18 +321,22 @@ static int fetch_image(struct sq_step *s)
 static int prepare_save(struct sq_step *s, const char *cwd)
 {
 	char err[SQ_ERR_LEN];
+	const char *rel;
 
 	if (s->opt->save == NULL)
 		return 0;
+	for (rel = s->opt->save; strncmp(rel, "./", 2) == 0; rel += 2)
+		while (rel[2] == '/')
+			rel++;
 	if (s->opt->save[0] == '/')
 		s->save_path = strdup(s->opt->save);
-	else if (asprintf(&s->save_path, "%s/%s", cwd, s->opt->save) < 0)
+	else if (asprintf(&s->save_path, "%s/%s", cwd, rel) < 0)
 		s->save_path = NULL;
 	if (s->save_path == NULL)
 		return sq_report_fail("out of memory");
 	if (s->nodeid == 0 && sq_save_check(s->save_path, err, sizeof(err)) < 0)
 		return sq_report_fail(err);
-	return 0;
+	return sq_step_save_prepare(s);
 }
 
 /* --container-name: the named container, created from the image when it does not exist
@@ -733,8 +737,11 @@ int sq_step_task_init(struct sq_step *s, spank_t sp)
 	}
 	if (local_id == 0)
 		sq_report_warnings();
+	sq_step_save_guard(s, sp);   /* node 0 of --container-save: returns in the task */
 	t0 = sq_now();
 	joined = join_task(s, sp, global_id) == 0;
+	if (joined)
+		sq_step_save_started(s);
 	if (local_id == 0)  /* its time, or its failure, for the node's metrics */
 		sq_metrics_join_say(s->join_fd[1], joined, sq_now() - t0);
 	if (!joined)

@@ -54,6 +54,8 @@
 /* Seconds between the lines that say how far an image pull is (image.h progress_s). */
 #define SQ_PROGRESS_EVERY_S 5
 
+struct sq_save_shared;
+
 /* Everything one slurmstepd knows about its step. */
 struct sq_step {
 	const struct sq_config *cfg;   /* plugstack.conf */
@@ -83,6 +85,7 @@ struct sq_step {
 	int entrypoint_log;
 	int pmix;                   /* Slurm's mpi/pmix runs the step (pmix.h) */
 	int saved;                  /* --container-save done */
+	struct sq_save_shared *save_shm;   /* node 0's tasks and slurmstepd (step_end.c) */
 	uint32_t exited;            /* tasks of this node that have exited */
 	const char *served;         /* how the step got its container, for the verbose log */
 	char cache_dir[PATH_MAX];   /* the user's node-local cache of extracted images, or "" */
@@ -113,5 +116,13 @@ int sq_step_join_named(struct sq_step *s);
 /* step_end.c: stop the step's container; one this step started is no longer there to
  * join. */
 void sq_step_stop_container(struct sq_step *s);
+
+/* --container-save on node 0: the memory its tasks and slurmstepd share, made in user_init
+ * (0, or -1 with the error kept); in task_init, before the task joins the container, the
+ * guard that saves after the node's last task and exits with its status (step_end.c);
+ * once the task has joined, that it started. */
+int sq_step_save_prepare(struct sq_step *s);
+void sq_step_save_guard(struct sq_step *s, spank_t sp);
+void sq_step_save_started(struct sq_step *s);
 
 #endif

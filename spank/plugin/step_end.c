@@ -3,10 +3,14 @@
  * and what the step made for itself; at slurmstepd's exit, the container.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -64,8 +68,122 @@ static void release_importer(struct sq_step *s)
 	sq_importer_free(&s->importer);
 }
 
-/* --container-save, once per step: on node 0, after its last task. The container's files
- * are on disk (a created container), so its stopped first process does not matter. */
+/*
+ * --container-save must fail the step when it fails, and Slurm reads a step's status from
+ * its tasks' exits before it calls task_exit (whose return it ignores). So on node 0 each
+ * task runs under a guard: the process Slurm started forks before the task joins the
+ * container; the child goes on to be the task, the guard (the user, outside the
+ * container) waits for it. The guard that sees the node's last task end saves, says the
+ * outcome on the task's stderr (srun's), and exits with the task's status, or 1 when the
+ * task succeeded and the save failed. Slurm signals the processes slurmstepd started
+ * (proctrack/cgroup sends all but SIGKILL to those alone), so a guard passes each signal it
+ * can catch on to its task. Without a guard (fork failed) slurmstepd saves after the last
+ * task, as before, an error line only.
+ */
+struct sq_save_shared {
+	uint32_t started;   /* tasks that joined the container */
+	uint32_t ended;     /* guards whose task has ended */
+	uint32_t tried;     /* a guard saved, or tried to */
+};
+
+int sq_step_save_prepare(struct sq_step *s)
+{
+	void *m;
+
+	if (s->save_path == NULL || s->nodeid != 0 || s->save_shm != NULL)
+		return 0;
+	m = mmap(NULL, sizeof(struct sq_save_shared), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return sq_report_fail("--container-save: cannot map shared memory");
+	memset(m, 0, sizeof(struct sq_save_shared));
+	s->save_shm = m;
+	return 0;
+}
+
+void sq_step_save_started(struct sq_step *s)
+{
+	if (s->save_shm != NULL)
+		__atomic_add_fetch(&s->save_shm->started, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The guard's save: 0 saved or not to save, -1 failed (said on stderr). */
+static int guard_save(struct sq_step *s, uint32_t local_tasks)
+{
+	const struct sq_runtime rt = { s->enroot, s->runtime_env, NULL };
+	const char *container = s->save_container ? s->save_container : s->target;
+	char err[SQ_ERR_LEN];
+
+	if (__atomic_add_fetch(&s->save_shm->ended, 1, __ATOMIC_SEQ_CST) != local_tasks ||
+	    __atomic_load_n(&s->save_shm->started, __ATOMIC_SEQ_CST) != local_tasks ||
+	    container == NULL)
+		return 0;
+	__atomic_store_n(&s->save_shm->tried, 1, __ATOMIC_SEQ_CST);
+	if (sq_save_export(&rt, container, s->save_path, s->jobid, s->stepid, err,
+			   sizeof(err)) < 0) {
+		dprintf(STDERR_FILENO, "squall: error: --container-save=%s: %s\n", s->save_path,
+			err);
+		return -1;
+	}
+	dprintf(STDERR_FILENO, "squall: exported the container to %s\n", s->save_path);
+	return 0;
+}
+
+/* The guard's exit: the task's status, made a failure when the save failed. */
+static void guard_exit(int status, int save_rc)
+{
+	if (WIFSIGNALED(status)) {
+		signal(WTERMSIG(status), SIG_DFL);
+		raise(WTERMSIG(status));
+		_exit(128 + WTERMSIG(status));
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+		_exit(WEXITSTATUS(status));
+	_exit(save_rc < 0 ? 1 : 0);
+}
+
+static volatile pid_t guarded = -1;
+
+static void pass_on(int sig)
+{
+	if (guarded > 0)
+		kill(guarded, sig);
+}
+
+void sq_step_save_guard(struct sq_step *s, spank_t sp)
+{
+	static const int passed[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+				      SIGALRM, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH };
+	struct sigaction sa;
+	uint32_t local_tasks = 0;
+	int status = 0;
+	pid_t pid, r;
+
+	if (s->save_shm == NULL ||
+	    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local_tasks) != ESPANK_SUCCESS)
+		return;
+	pid = fork();
+	if (pid <= 0)
+		return;   /* the task (or no guard: slurmstepd saves) */
+	guarded = pid;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = pass_on;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++)
+		sigaction(passed[i], &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	do {
+		r = waitpid(pid, &status, 0);
+	} while (r < 0 && errno == EINTR);
+	if (r != pid)
+		_exit(1);
+	guard_exit(status, guard_save(s, local_tasks));
+}
+
+/* --container-save, once per step: on node 0, after its last task, where no guard did it.
+ * The container's files are on disk (a created container), so its stopped first process
+ * does not matter. */
 static int save_container(struct sq_step *s)
 {
 	struct sq_runtime rt = { s->enroot, s->runtime_env, &s->cred_root };
@@ -75,6 +193,8 @@ static int save_container(struct sq_step *s)
 	if (s->save_path == NULL || s->nodeid != 0 || sq_report_failed() || s->saved || container == NULL)
 		return 0;
 	s->saved = 1;
+	if (s->save_shm != NULL && __atomic_load_n(&s->save_shm->tried, __ATOMIC_SEQ_CST))
+		return 0;
 	if (sq_save_export(&rt, container, s->save_path, s->jobid, s->stepid, err,
 			   sizeof(err)) < 0) {
 		slurm_error("squall: --container-save=%s: %s", s->save_path, err);
@@ -205,4 +325,7 @@ void sq_step_exit(struct sq_step *s)
 	s->target = s->save_container = s->enroot = s->save_path = s->load_uri = NULL;
 	sq_image_free(&s->image);
 	sq_cred_free(&s->cred_root);
+	if (s->save_shm != NULL)
+		munmap(s->save_shm, sizeof(struct sq_save_shared));
+	s->save_shm = NULL;
 }
