@@ -10,8 +10,8 @@
  *   sq_step_task_init  task_init, in each task: join the container, take its environment
  *   sq_step_task_exit  after the node's last task: --container-save, the step's own
  *                      container and the importer's file go (step_end.c)
- *   sq_step_exit       exit: stop the container, count the step in the node's metrics
- *                      (promfile.h), free the step
+ *   sq_step_exit       exit: count the step in the node's metrics (promfile.h), stop
+ *                      the container, free the step
  *
  * Every phase gets the step it works on: spank_squall.c holds the one instance a
  * slurmstepd has, since SPANK callbacks carry no data of their own. An error found before

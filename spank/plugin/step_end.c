@@ -291,14 +291,17 @@ static void count_step(struct sq_step *s)
 		slurm_info("squall: metrics: %s", err);
 }
 
-/* slurmstepd's exit: stop the container, remove the step's own, count it in the node's
- * metrics, free the step. */
+/* slurmstepd's exit: count the step in the node's metrics, stop the container, remove the
+ * step's own, free the step. */
 void sq_step_exit(struct sq_step *s)
 {
 	char err[SQ_ERR_LEN];
 
 	if (!s->active)
 		return;
+	/* Counted first: stopping the container may take a while (the keeper ends it), and
+	 * the step's numbers are all known by now. */
+	count_step(s);
 	sq_step_stop_container(s);
 	if (s->conf_path[0])
 		unlink(s->conf_path);
@@ -309,7 +312,6 @@ void sq_step_exit(struct sq_step *s)
 				    s->save_container, err);
 	}
 	release_importer(s);
-	count_step(s);
 	for (int i = 0; i < 2; i++) {
 		if (s->join_fd[i] >= 0)
 			close(s->join_fd[i]);

@@ -21,6 +21,23 @@ def scrape(cluster: Cluster, node: str = "node1") -> dict[str, float]:
     return samples
 
 
+def settled(cluster: Cluster, timeout: float = 60) -> dict[str, float]:
+    """node1's samples once they held still for 5 seconds: the steps that ran before (the
+    fixtures' too) have all been counted (a step counts at slurmstepd's exit, after its
+    container stopped)."""
+    deadline = time.monotonic() + timeout
+    last, still = scrape(cluster), 0
+    while still < 5:
+        time.sleep(1)
+        now = scrape(cluster)
+        same = {k: v for k, v in now.items() if "timestamp" not in k} == \
+            {k: v for k, v in last.items() if "timestamp" not in k}
+        still = still + 1 if same else 0
+        assert time.monotonic() < deadline, "node1's metrics never settled"
+        last = now
+    return last
+
+
 def moved(cluster: Cluster, before: dict[str, float], series: str,
           timeout: float = 30) -> dict[str, float]:
     """Scrape until series is above its value in before (the step's end runs in
@@ -35,7 +52,7 @@ def moved(cluster: Cluster, before: dict[str, float], series: str,
 
 
 def test_a_step_moves_starts_and_phase_histograms(cluster: Cluster, image: str) -> None:
-    before = scrape(cluster)
+    before = settled(cluster)
     cluster.run(f"srun -N1 -w node1 --container-image={image} true")
     after = moved(cluster, before, 'squall_steps_total{result="ok"}')
     starts = sum(after.get(f'squall_container_starts_total{{source="{s}"}}', 0) -
@@ -55,7 +72,7 @@ def test_a_step_moves_starts_and_phase_histograms(cluster: Cluster, image: str) 
 
 def test_a_failed_step_moves_its_reason(cluster: Cluster) -> None:
     key = 'squall_failures_total{reason="resolve"}'
-    before = scrape(cluster)
+    before = settled(cluster)
     res = cluster.run("srun -N1 -w node1 --container-image=/fsx/images/no-such-image.sqsh "
                       "true", check=False)
     assert res.rc != 0
@@ -67,11 +84,11 @@ def test_a_failed_step_moves_its_reason(cluster: Cluster) -> None:
 
 def test_steps_at_once_lose_no_count(cluster: Cluster, image: str) -> None:
     key = 'squall_steps_total{result="ok"}'
-    before = scrape(cluster)
+    before = settled(cluster)
     cluster.run(f"salloc -N1 -w node1 bash -c 'for i in 1 2 3 4; do srun -n1 --overlap "
                 f"--container-image={image} true & done; wait'", timeout=300)
     deadline = time.monotonic() + 30
     while scrape(cluster).get(key, 0) < before.get(key, 0) + 4:
         assert time.monotonic() < deadline, "steps' counts were lost"
         time.sleep(0.5)
-    assert scrape(cluster)[key] == before.get(key, 0) + 4
+    assert settled(cluster)[key] == before.get(key, 0) + 4
