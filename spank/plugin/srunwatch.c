@@ -48,17 +48,25 @@ void sq_srun_watch_init(struct sq_srun_watch *w)
 
 int sq_srun_gone(void *arg)
 {
-	const struct sq_srun_watch *w = arg;
+	struct sq_srun_watch *w = arg;
 	char *tcp, *tcp6;
 	int closed = 0, open = 0;
 
-	if (w == NULL || w->n == 0)
+	if (w == NULL)
 		return 0;
+	if (w->n == 0) {  /* srun's connections may come after the build started: look again */
+		sq_srun_watch_init(w);
+		return 0;
+	}
 	tcp = sq_read_file("/proc/self/net/tcp", NULL);
 	tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
+	if (tcp == NULL && tcp6 == NULL)
+		return 0;  /* nothing known: never a reason to stop a build */
+	/* srun closed its end: CLOSE_WAIT, or already closed by slurmstepd's I/O thread too,
+	 * when the socket is in neither table any more */
 	for (int i = 0; i < w->n; i++) {
 		int st = state_of(tcp, tcp6, w->inodes[i]);
-		closed += st == SQ_TCP_CLOSE_WAIT;
+		closed += st == SQ_TCP_CLOSE_WAIT || st < 0;
 		open += st >= 0 && st != SQ_TCP_CLOSE_WAIT;
 	}
 	free(tcp);

@@ -18,8 +18,11 @@ struct sq_srun_watch {
 
 /* Remember slurmstepd's established TCP sockets (its connections to srun). */
 void sq_srun_watch_init(struct sq_srun_watch *w);
-/* 1 when srun has gone: every watched socket is closed by srun (CLOSE_WAIT) or gone, and
- * at least one is CLOSE_WAIT; 0 otherwise (nothing watched: 0). arg: the watch. */
+/* 1 when srun has gone: no watched socket is open any more (each is CLOSE_WAIT, or in
+ * neither TCP table: slurmstepd's I/O thread closed it after srun did); 0 otherwise, and
+ * when /proc/self/net/tcp* cannot be read. While nothing is watched yet (slurmstepd had not
+ * connected to srun when the build started) it looks for the sockets again. arg: the
+ * watch. */
 int sq_srun_gone(void *arg);
 
 #endif
