@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "smallio.h"
@@ -18,14 +19,34 @@ static int state_of(const char *tcp, const char *tcp6, unsigned long inode)
 	return st >= 0 || tcp6 == NULL ? st : sq_tcp_state(tcp6, inode);
 }
 
-void sq_srun_watch_init(struct sq_srun_watch *w)
+/* Root's effective id in this thread alone, for reading /proc/self/fd: in user_init
+ * slurmstepd runs with the user's, and its /proc/self/fd is root's (a process that changed
+ * ids is not dumpable). The raw syscall changes only the calling thread's ids (glibc's
+ * seteuid would change every thread of slurmstepd's). Returns the id to go back to, or
+ * (uid_t)-1 when nothing was changed. */
+static uid_t thread_root(void)
 {
-	char *tcp = sq_read_file("/proc/self/net/tcp", NULL);
-	char *tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
+	uid_t r, e, s;
+
+	if (getresuid(&r, &e, &s) < 0 || e == 0 || (r != 0 && s != 0))
+		return (uid_t)-1;
+	if (syscall(SYS_setresuid, (uid_t)-1, (uid_t)0, (uid_t)-1) < 0)
+		return (uid_t)-1;
+	return e;
+}
+
+static void thread_back(uid_t e)
+{
+	if (e != (uid_t)-1)
+		(void)syscall(SYS_setresuid, (uid_t)-1, e, (uid_t)-1);
+}
+
+/* The inodes of the sockets among this process's descriptors that are ESTABLISHED. */
+static void scan(struct sq_srun_watch *w, const char *tcp, const char *tcp6)
+{
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
 
-	w->n = 0;
 	while (d != NULL && (e = readdir(d)) != NULL && w->n < SQ_SRUN_WATCH_MAX) {
 		char path[300], link[64];
 		unsigned long inode;
@@ -42,6 +63,17 @@ void sq_srun_watch_init(struct sq_srun_watch *w)
 	}
 	if (d != NULL)
 		closedir(d);
+}
+
+void sq_srun_watch_init(struct sq_srun_watch *w)
+{
+	char *tcp = sq_read_file("/proc/self/net/tcp", NULL);
+	char *tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
+	uid_t back = thread_root();
+
+	w->n = 0;
+	scan(w, tcp, tcp6);
+	thread_back(back);
 	free(tcp);
 	free(tcp6);
 }
