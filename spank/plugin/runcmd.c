@@ -332,6 +332,25 @@ int sq_run(const char *path, char *const argv[], char *const envp[], const struc
 	return sq_run_opts(path, argv, envp, cred, NULL, status, child, err, errlen);
 }
 
+/* See runcmd.h. The raw syscall changes only the calling thread's ids (glibc's seteuid
+ * would change every thread of slurmstepd's). */
+uid_t sq_thread_root(void)
+{
+	uid_t r, e, s;
+
+	if (getresuid(&r, &e, &s) < 0 || e == 0 || (r != 0 && s != 0))
+		return (uid_t)-1;
+	if (syscall(SYS_setresuid, (uid_t)-1, (uid_t)0, (uid_t)-1) < 0)
+		return (uid_t)-1;
+	return e;
+}
+
+void sq_thread_back(uid_t e)
+{
+	if (e != (uid_t)-1)
+		(void)syscall(SYS_setresuid, (uid_t)-1, e, (uid_t)-1);
+}
+
 /* Until the child has exited (left for sq_child_wait to reap), tick every second, and stop
  * its process group once w->gone says what it works for has gone. */
 static void wait_ticking(const struct sq_child *child, const struct sq_spawn_opts *o,
@@ -349,9 +368,11 @@ static void wait_ticking(const struct sq_child *child, const struct sq_spawn_opt
 		if (o != NULL && o->tick != NULL)
 			o->tick(child->err_fd, o->tick_arg);
 		if (w != NULL && !w->stopped && w->gone(w->arg)) {
+			uid_t back = sq_thread_root();  /* the builder is another user's */
 			w->stopped = 1;
 			(void)kill(-child->pid, SIGKILL);
 			(void)kill(child->pid, SIGKILL);
+			sq_thread_back(back);
 		}
 	}
 	close(pidfd);

@@ -77,6 +77,13 @@ int sq_run_opts(const char *path, char *const argv[], char *const envp[],
 		const struct sq_cred *cred, const struct sq_spawn_opts *o, int *status,
 		struct sq_child *child, char *err, size_t errlen);
 
+/* Root's effective id in the calling thread alone, where the process runs with a dropped
+ * effective id and root's real or saved one (slurmstepd's user_init): for what the user may
+ * not do (read slurmstepd's /proc/self/fd, kill the builder). Returns the id to go back to
+ * with sq_thread_back, or (uid_t)-1 when nothing was changed. */
+uid_t sq_thread_root(void);
+void sq_thread_back(uid_t e);
+
 /* What a watched run asks once a second while its child runs: 1 when what the child works
  * for has gone (srunwatch.h). */
 struct sq_watch {

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "runcmd.h"
 #include "smallio.h"
 #include "srunwatch.h"
 #include "tcpstate.h"
@@ -17,28 +17,6 @@ static int state_of(const char *tcp, const char *tcp6, unsigned long inode)
 	int st = tcp ? sq_tcp_state(tcp, inode) : -1;
 
 	return st >= 0 || tcp6 == NULL ? st : sq_tcp_state(tcp6, inode);
-}
-
-/* Root's effective id in this thread alone, for reading /proc/self/fd: in user_init
- * slurmstepd runs with the user's, and its /proc/self/fd is root's (a process that changed
- * ids is not dumpable). The raw syscall changes only the calling thread's ids (glibc's
- * seteuid would change every thread of slurmstepd's). Returns the id to go back to, or
- * (uid_t)-1 when nothing was changed. */
-static uid_t thread_root(void)
-{
-	uid_t r, e, s;
-
-	if (getresuid(&r, &e, &s) < 0 || e == 0 || (r != 0 && s != 0))
-		return (uid_t)-1;
-	if (syscall(SYS_setresuid, (uid_t)-1, (uid_t)0, (uid_t)-1) < 0)
-		return (uid_t)-1;
-	return e;
-}
-
-static void thread_back(uid_t e)
-{
-	if (e != (uid_t)-1)
-		(void)syscall(SYS_setresuid, (uid_t)-1, e, (uid_t)-1);
 }
 
 /* The inodes of the sockets among this process's descriptors that are ESTABLISHED. */
@@ -69,11 +47,11 @@ void sq_srun_watch_init(struct sq_srun_watch *w)
 {
 	char *tcp = sq_read_file("/proc/self/net/tcp", NULL);
 	char *tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
-	uid_t back = thread_root();
+	uid_t back = sq_thread_root();
 
 	w->n = 0;
 	scan(w, tcp, tcp6);
-	thread_back(back);
+	sq_thread_back(back);
 	free(tcp);
 	free(tcp6);
 }
