@@ -59,7 +59,7 @@ def _uid(cluster: Cluster, user: str) -> int:
 
 
 def _builds_on(cluster: Cluster, node: str) -> str:
-    return cluster.run("pgrep -a -f 'sqshbuild.*build' || true", node=node, user="root").out
+    return cluster.run("pgrep -a -f '[s]qshbuild build' || true", node=node, user="root").out
 
 
 def cancel_a_build_in_flight(cluster: Cluster, work: str) -> tuple[float, str, str]:
@@ -95,7 +95,9 @@ def test_scancel_ends_the_build_and_the_node_is_idle_again(cluster: Cluster,
     before = plant_canary(cluster, "node2")
     took, builds, state = cancel_a_build_in_flight(cluster, stalling_registry)
     assert not builds, f"the build outlived the cancelled job: {builds}"
-    assert took < 10, f"node2 was busy {took:.1f} s after scancel ({state})"
+    # KillWait (5 s) until Slurm kills srun, at most 1 s until the watch sees it, then about
+    # 5 s of slurmstepd's own tries to answer the dead srun: 12 s measured (was: never)
+    assert took < 20, f"node2 was busy {took:.1f} s after scancel ({state})"
     assert canary(cluster, "node2") == before
 
 
