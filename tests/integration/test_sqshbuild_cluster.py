@@ -135,6 +135,7 @@ def test_sigkill_mid_build_leaves_nothing_complete_and_rerun_reuses_layers(
 # second), so a step asking for that image waits for SECONDS, as behind another node's pull.
 HOLD = r'''
 import sys, time
+from pathlib import Path
 from squall.sqshbuild.cache.image_cache import open_shared
 
 lock = open_shared(Path("/fsx/squall/images")).lock(sys.argv[1])
