@@ -318,17 +318,10 @@ class LayerCache:
         reads it after a crash finds the bytes), then placed unless a copy is there."""
         final, ok = self.path(digest), self.ok_path(digest)
         try:
-            fd = safefs.open_read(mine)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_file(mine)
             if place_new(mine, final):
                 fsync_dir(self.dir)
-                try:
-                    os.close(safefs.create(ok, 0o644))
-                except FileExistsError:
-                    pass  # the holder's, after its fsync of this very file
+                _mark_ok(ok)  # or the holder's, after its fsync of this very file
                 fsync_dir(self.dir)
                 return final
         except (OSError, safefs.Unsafe) as exc:
@@ -343,15 +336,8 @@ class LayerCache:
 
     def _make_durable(self, final: Path, ok: Path, lock: SharedLock) -> None:
         try:
-            fd = safefs.open_read(final)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.close(safefs.create(ok, 0o644))
-            except FileExistsError:
-                pass  # placed and marked by a build that pulled it while this one held it
+            _fsync_file(final)
+            _mark_ok(ok)  # or already, by a build that pulled it while this one held it
             fsync_dir(self.dir)
         except (OSError, safefs.Unsafe) as exc:
             if isinstance(exc, safefs.Unsafe):
@@ -703,6 +689,22 @@ def _ensure_dir(d: Path) -> None:
         raise SquallError(f"cannot create cache directory {d}: {exc.strerror}") from None
     finally:
         os.close(parent)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = safefs.open_read(path)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _mark_ok(ok: Path) -> None:
+    """The layer's ``.ok``; one already there (another build's) is as good."""
+    try:
+        os.close(safefs.create(ok, 0o644))
+    except FileExistsError:
+        pass
 
 
 def _size(path: Path) -> int:
