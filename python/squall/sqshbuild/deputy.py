@@ -22,6 +22,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from squall.errors import SquallError
@@ -113,7 +114,7 @@ class Deputy:
                           "with that user's own credentials")
 
     # -- the share ------------------------------------------------------------------------
-    def _ledger(self, cache: ImageCache) -> Any:
+    def _ledger(self, cache: ImageCache) -> Path:
         return cache.root / SHARES_DIR / f"{self.user}.json"
 
     def _grants(self, cache: ImageCache, now: float, window: int) -> list[list[Any]]:
