@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "builder.h"
+#include "env.h"
 #include "imageref.h"
 #include "image.h"
 #include "safeopen.h"
@@ -325,7 +326,7 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 		return -1;
 	}
 	/* A cancelled step's kill waits for user_init's end: the build stops when srun goes. */
-	sq_srun_watch_init(&srun, e->srun_ip);
+	sq_srun_watch_init(&srun, sq_env_value(e->envp, "SLURM_LAUNCH_NODE_IPADDR"));
 	ran = build_as_builder(text, e, &watch, out, &status, line, sizeof(line), err, errlen);
 	if (ran < 0)
 		return -1;

@@ -45,8 +45,6 @@ struct sq_image_env {
 	void (*say)(const char *line);
 	const char *cgroup_procs; /* NULL or the step's cgroup.procs: the builder joins it and
 				   * ends with the step (core/stepcg.h) */
-	const char *srun_ip;      /* NULL or srun's address: the build stops when it goes
-				   * (srunwatch.h) */
 };
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

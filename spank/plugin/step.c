@@ -247,7 +247,7 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 	const struct sq_config *cfg = s->cfg;
 	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
 				     NULL, NULL, s->nodeid == 0 ? SQ_PROGRESS_EVERY_S : 0,
-				     say_progress, NULL, s->srun_ip[0] ? s->srun_ip : NULL };
+				     say_progress, NULL };
 	struct sq_image_ref ref;
 	char err[SQ_ERR_LEN], job[96], procs[PATH_MAX];
 	int registry, rc;
@@ -510,12 +510,8 @@ static void start_own_container(struct sq_step *s, const struct sq_start_request
 static int prepare(struct sq_step *s, char *const job_env[], const char *cwd)
 {
 	char err[SQ_ERR_LEN];
-	const char *ip;
 
 	sq_named_step_name(s->jobid, s->stepid, s->step_name, sizeof(s->step_name));
-	/* the runtime's environment drops Slurm's variables: srun's address kept apart */
-	ip = sq_env_value(job_env, "SLURM_LAUNCH_NODE_IPADDR");
-	snprintf(s->srun_ip, sizeof(s->srun_ip), "%s", ip ? ip : "");
 	if (sq_stepconf_runtime(s->cfg, s->opt, job_env, s->runtime_dir, &s->enroot,
 				&s->runtime_env) < 0 || prepare_save(s, cwd) < 0)
 		return -1;

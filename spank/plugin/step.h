@@ -76,7 +76,6 @@ struct sq_step {
 	char *save_path;            /* --container-save, absolute (from the job's cwd) */
 	char *load_uri;             /* use_enroot_load: the registry image, loaded by Enroot */
 	char step_name[64];         /* pyxis_JOBID.STEPID: the step's record (name JOBID.STEPID) */
-	char srun_ip[64];        /* the job's SLURM_LAUNCH_NODE_IPADDR: srun's (srunwatch.h) */
 	char run_name[320];         /* the named container's runtime name */
 	struct sq_nsholder holder;  /* --container-unshare */
 	struct sq_importer importer;
