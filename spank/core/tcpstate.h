@@ -15,9 +15,4 @@
  * no line has it. Pure: the text only. */
 int sq_tcp_state(const char *text, unsigned long inode);
 
-/* The IPv4 address at the other end of the socket `inode` as /proc prints it (the 32-bit
- * value as stored, so it equals a struct in_addr's s_addr); IPv4-mapped IPv6 in tcp6 too.
- * 0 with *ip, -1 when no line has the inode or its peer is not IPv4. */
-int sq_tcp_peer_v4(const char *text, unsigned long inode, unsigned int *ip);
-
 #endif

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "builder.h"
-#include "env.h"
 #include "imageref.h"
 #include "image.h"
 #include "safeopen.h"
@@ -326,7 +325,7 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 		return -1;
 	}
 	/* A cancelled step's kill waits for user_init's end: the build stops when srun goes. */
-	sq_srun_watch_init(&srun, sq_env_value(e->envp, "SLURM_LAUNCH_NODE_IPADDR"));
+	sq_srun_watch_init(&srun);
 	ran = build_as_builder(text, e, &watch, out, &status, line, sizeof(line), err, errlen);
 	if (ran < 0)
 		return -1;

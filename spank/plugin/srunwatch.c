@@ -1,6 +1,5 @@
 /* srunwatch.c: see srunwatch.h. */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,19 +20,6 @@ static int state_of(const char *tcp, const char *tcp6, unsigned long inode)
 }
 
 /* The inodes of the sockets among this process's descriptors that are ESTABLISHED. */
-/* The socket's peer is srun's address (only those are watched: a socket of slurmstepd's
- * to anyone else may close at any time without saying anything about the job). */
-static int to_srun(const struct sq_srun_watch *w, const char *tcp, const char *tcp6,
-		   unsigned long inode)
-{
-	unsigned int ip;
-
-	if ((tcp == NULL || sq_tcp_peer_v4(tcp, inode, &ip) < 0) &&
-	    (tcp6 == NULL || sq_tcp_peer_v4(tcp6, inode, &ip) < 0))
-		return 0;
-	return ip == w->srun_ip;
-}
-
 static void scan(struct sq_srun_watch *w, const char *tcp, const char *tcp6)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -50,14 +36,14 @@ static void scan(struct sq_srun_watch *w, const char *tcp, const char *tcp6)
 			continue;
 		link[len] = '\0';
 		if (sscanf(link, "socket:[%lu]", &inode) == 1 &&
-		    state_of(tcp, tcp6, inode) == SQ_TCP_ESTABLISHED && to_srun(w, tcp, tcp6, inode))
+		    state_of(tcp, tcp6, inode) == SQ_TCP_ESTABLISHED)
 			w->inodes[w->n++] = inode;
 	}
 	if (d != NULL)
 		closedir(d);
 }
 
-static void watch_now(struct sq_srun_watch *w)
+void sq_srun_watch_init(struct sq_srun_watch *w)
 {
 	char *tcp = sq_read_file("/proc/self/net/tcp", NULL);
 	char *tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
@@ -70,17 +56,6 @@ static void watch_now(struct sq_srun_watch *w)
 	free(tcp6);
 }
 
-void sq_srun_watch_init(struct sq_srun_watch *w, const char *srun_ip)
-{
-	struct in_addr a;
-
-	w->n = 0;
-	w->have_ip = srun_ip != NULL && inet_pton(AF_INET, srun_ip, &a) == 1;
-	w->srun_ip = w->have_ip ? (unsigned int)a.s_addr : 0;
-	if (w->have_ip)
-		watch_now(w);
-}
-
 int sq_srun_gone(void *arg)
 {
 	struct sq_srun_watch *w = arg;
@@ -90,8 +65,7 @@ int sq_srun_gone(void *arg)
 	if (w == NULL)
 		return 0;
 	if (w->n == 0) {  /* srun's connections may come after the build started: look again */
-		if (w->have_ip)
-			watch_now(w);
+		sq_srun_watch_init(w);
 		return 0;
 	}
 	tcp = sq_read_file("/proc/self/net/tcp", NULL);

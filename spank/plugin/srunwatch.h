@@ -12,16 +12,12 @@
 #define SQ_SRUN_WATCH_MAX 16
 
 struct sq_srun_watch {
-	unsigned long inodes[SQ_SRUN_WATCH_MAX]; /* the TCP sockets to srun established now */
+	unsigned long inodes[SQ_SRUN_WATCH_MAX]; /* the TCP sockets established now */
 	int n;
-	int have_ip;
-	unsigned int srun_ip;  /* as /proc prints it: in_addr's s_addr */
 };
 
-/* Remember slurmstepd's established TCP sockets to srun's address (srun_ip: the job's
- * SLURM_LAUNCH_NODE_IPADDR, dotted IPv4); none for a step no srun launched (the batch
- * step), or when srun_ip is NULL or not IPv4: then nothing is ever stopped. */
-void sq_srun_watch_init(struct sq_srun_watch *w, const char *srun_ip);
+/* Remember slurmstepd's established TCP sockets (its connections to srun). */
+void sq_srun_watch_init(struct sq_srun_watch *w);
 /* 1 when srun has gone: no watched socket is open any more (each is CLOSE_WAIT, or in
  * neither TCP table: slurmstepd's I/O thread closed it after srun did); 0 otherwise, and
  * when /proc/self/net/tcp* cannot be read. While nothing is watched yet (slurmstepd had not

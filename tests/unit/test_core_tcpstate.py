@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import socket
-import struct
-
-from squall._core import ffi, lib
+from squall._core import lib
 
 TCP = (
     "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
@@ -37,18 +34,3 @@ def test_an_inode_no_line_has_and_odd_text_are_minus_one():
     assert lib.sq_tcp_state(b"", 1) == -1
     assert lib.sq_tcp_state(b"garbage\n\n   0: x y zz\n", 1) == -1
     assert lib.sq_tcp_state(TCP.encode(), 0) == -1  # the header's "inode" is not a number
-
-
-def peer(text: str, inode: int) -> str | None:
-    ip = ffi.new("unsigned int *")
-    if lib.sq_tcp_peer_v4(text.encode(), inode, ip) != 0:
-        return None
-    return socket.inet_ntoa(struct.pack("=I", ip[0]))  # as an in_addr's s_addr is stored
-
-
-def test_the_peer_of_a_socket_is_srun_s_address_or_none():
-    assert peer(TCP, 52311) == "10.203.47.10"   # 0A2FCB0A, as a mini cluster node printed it
-    assert peer(TCP6, 77001) == "10.203.47.10"  # IPv4-mapped in tcp6
-    assert peer(TCP, 99) is None
-    six = TCP6.replace("0000000000000000FFFF00000A2FCB0A", "20010DB8000000000000000000000001")
-    assert peer(six, 77001) is None  # an IPv6 peer: not watched
