@@ -324,8 +324,11 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 			"set sqshbuild= in plugstack.conf", text, e->sqshbuild, host());
 		return -1;
 	}
-	/* A cancelled step's kill waits for user_init's end: the build stops when srun goes. */
-	sq_srun_watch_init(&srun);
+	/* A cancelled step's kill waits for user_init's end: the build stops when srun goes.
+	 * The batch step has no srun: nothing is watched there. */
+	srun.n = 0;
+	if (e->srun_step)
+		sq_srun_watch_init(&srun);
 	ran = build_as_builder(text, e, &watch, out, &status, line, sizeof(line), err, errlen);
 	if (ran < 0)
 		return -1;

@@ -45,6 +45,8 @@ struct sq_image_env {
 	void (*say)(const char *line);
 	const char *cgroup_procs; /* NULL or the step's cgroup.procs: the builder joins it and
 				   * ends with the step (core/stepcg.h) */
+	int srun_step;            /* srun launched the step: the build stops when srun goes
+				   * (srunwatch.h); 0 for the batch step, which has no srun */
 };
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

@@ -62,12 +62,8 @@ int sq_srun_gone(void *arg)
 	char *tcp, *tcp6;
 	int closed = 0, open = 0;
 
-	if (w == NULL)
-		return 0;
-	if (w->n == 0) {  /* srun's connections may come after the build started: look again */
-		sq_srun_watch_init(w);
-		return 0;
-	}
+	if (w == NULL || w->n == 0)
+		return 0;  /* nothing watched: never a reason to stop a build */
 	tcp = sq_read_file("/proc/self/net/tcp", NULL);
 	tcp6 = sq_read_file("/proc/self/net/tcp6", NULL);
 	if (tcp == NULL && tcp6 == NULL)

@@ -19,10 +19,10 @@ struct sq_srun_watch {
 /* Remember slurmstepd's established TCP sockets (its connections to srun). */
 void sq_srun_watch_init(struct sq_srun_watch *w);
 /* 1 when srun has gone: no watched socket is open any more (each is CLOSE_WAIT, or in
- * neither TCP table: slurmstepd's I/O thread closed it after srun did); 0 otherwise, and
- * when /proc/self/net/tcp* cannot be read. While nothing is watched yet (slurmstepd had not
- * connected to srun when the build started) it looks for the sockets again. arg: the
- * watch. */
+ * neither TCP table: slurmstepd's I/O thread closed it after srun did); 0 otherwise, when
+ * nothing is watched, and when /proc/self/net/tcp* cannot be read. Only the sockets open
+ * when the build started are watched (srun's I/O connections: slurmstepd makes them before
+ * user_init); one made later is never a reason to stop a build. arg: the watch. */
 int sq_srun_gone(void *arg);
 
 #endif

@@ -247,7 +247,7 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 	const struct sq_config *cfg = s->cfg;
 	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
 				     NULL, NULL, s->nodeid == 0 ? SQ_PROGRESS_EVERY_S : 0,
-				     say_progress, NULL };
+				     say_progress, NULL, s->stepid != SQ_STEP_BATCH };
 	struct sq_image_ref ref;
 	char err[SQ_ERR_LEN], job[96], procs[PATH_MAX];
 	int registry, rc;
