@@ -6,6 +6,9 @@ step through the files (docs/architecture.md, "A step's walk").
     python3 spank/callmap.py walk     the files a step's callbacks pass through: how many,
                                       which calls which, and how often a call enters a
                                       file the walk had already left
+    python3 spank/callmap.py walk [FILE:]FUNCTION
+                                      the same from one function (every branch), with how
+                                      many times the walk enters each file
 
 Only functions defined in spank/plugin/ count: the core (spank/core/) is a library every
 file may call; report.c (the step's failure, log lines, timings) and runcmd.c (fork and
@@ -146,8 +149,31 @@ def summary(root: str, moves: list[tuple[str, str, bool]]) -> str:
             f"{again} re-entries")
 
 
+def entries(moves: list[tuple[str, str, bool]]) -> str:
+    """How many times the walk enters each file, most first."""
+    count: dict[str, int] = defaultdict(int)
+    for _, dst, call in moves:
+        if call:
+            count[dst] += 1
+    return ", ".join(f"{f} {n}" for f, n in sorted(count.items(), key=lambda i: (-i[1], i[0])))
+
+
+def walk_from(spec: str) -> int:
+    """The walk from one function, FILE:FUNCTION or FUNCTION, every branch."""
+    name = spec.rsplit(":", 1)[-1]
+    roots = tree(cflow("--main", name))
+    if not roots or roots[0].file is None:
+        sys.exit(f"callmap: {spec!r}: no such function in spank/plugin/")
+    moves = walk(roots[0], set())
+    print(f"{name}, every branch: {summary(roots[0].file, moves)}")
+    print("  entries: " + (entries(moves) or "none"))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     what = argv[1] if len(argv) > 1 else "walk"
+    if what == "walk" and len(argv) > 2:
+        return walk_from(argv[2])
     if what == "cycles":
         found = cycles(edges())
         for c in found:
