@@ -22,6 +22,7 @@
 #include "client.h"
 #include "config.h"
 #include "epilog.h"
+#include "image_record.h"
 #include "report.h"
 #include "step.h"
 
@@ -66,6 +67,15 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	}
 }
 
+/* The image the step's container runs from, for the site's admins (image_record.h). */
+static void note_image(const struct sq_step *s)
+{
+	const struct sq_jobrecord r = { s->jobid, s->stepid, s->nodeid, s->opt->image,
+					s->image.path, s->image.from_registry };
+
+	sq_jobrecord_note(&r);
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
@@ -74,6 +84,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		return 0;
 	sq_step_user_init(&step, sp);
 	/* Errors are raised in task_init, where they reach srun. */
+	if (!sq_report_failed())
+		note_image(&step);
 	return 0;
 }
 
