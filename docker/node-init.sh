@@ -84,8 +84,40 @@ install -d -m 0755 /var/lib/prometheus/node-exporter
 runuser -u prometheus -- /usr/bin/prometheus-node-exporter --log.level=warn \
   --collector.textfile.directory=/var/lib/prometheus/node-exporter \
   --web.listen-address=:9100 >/var/log/node-exporter.log 2>&1 &
+# Accounting (login node): MariaDB, then slurmdbd over it, both up before slurmctld so that
+# its first job is recorded (docs/admin.md). The database is the node's own, made on its
+# first start; slurmdbd reaches it through its socket as the slurm account.
+start_accounting() {
+  install -d -o mysql -g mysql -m 0755 /run/mysqld
+  [ -d /var/lib/mysql/mysql ] ||
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db \
+      >/var/log/mariadb-install.log 2>&1
+  /usr/sbin/mariadbd --user=mysql --skip-networking --innodb-buffer-pool-size=32M \
+    --log-error=/var/log/mariadb.log &
+  pids+=($!)
+  wait_for "MariaDB" mariadb-admin --silent ping
+  mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+    CREATE USER IF NOT EXISTS slurm@localhost IDENTIFIED VIA unix_socket;
+    GRANT ALL ON slurm_acct_db.* TO slurm@localhost;"
+  chown slurm:slurm /etc/slurm/slurmdbd.conf
+  chmod 0600 /etc/slurm/slurmdbd.conf
+  /usr/sbin/slurmdbd -D &
+  pids+=($!)
+  wait_for "slurmdbd" sacctmgr -n -P list cluster
+  sacctmgr -i -Q add cluster squall >/dev/null 2>&1 || true
+  sacctmgr -i -Q add account squall Description=tests Organization=squall >/dev/null 2>&1 || true
+  sacctmgr -i -Q add user root,squall,alice,bob,carol Account=squall >/dev/null 2>&1 || true
+}
+# Run "$@" until it succeeds (30 s at most): a daemon just started answers.
+wait_for() {
+  local what=$1; shift
+  for _ in $(seq 150); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "node-init: $what did not answer within 30 s" >&2
+  return 1
+}
 case "$role" in
   login)
+    start_accounting
     /usr/sbin/slurmctld -D -i &
     pids+=($!)
     # A registry on the login node, standing in for the site's registry (tests seed it).

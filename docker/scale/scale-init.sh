@@ -36,6 +36,8 @@ conf=/etc/slurm/slurm.conf
 sed -i -e 's|^ClusterName=.*|ClusterName=scale|' -e "s|^SlurmctldHost=.*|SlurmctldHost=scale($ip)|" \
   -e 's|^ProctrackType=.*|ProctrackType=proctrack/linuxproc|' \
   -e 's|^TaskPlugin=.*|TaskPlugin=task/none|' \
+  -e 's|^AccountingStorageType=.*|AccountingStorageType=accounting_storage/none|' \
+  -e '/^AccountingStorageHost=/d' \
   -e 's|^SlurmdPidFile=.*|SlurmdPidFile=/run/slurmd-%n.pid|' \
   -e 's|^SlurmdLogFile=.*|SlurmdLogFile=/var/log/slurm/slurmd-%n.log|' \
   -e '/^NodeName=/d' -e '/^PartitionName=/d' "$conf"
