@@ -1,4 +1,5 @@
-"""The ``squall`` command: ``nccl-check`` (which transport NCCL used) and ``doctor``."""
+"""The ``squall`` command: ``nccl-check`` (which transport NCCL used), ``doctor`` and
+``steps`` (which rank, node and section slows a job: squall/steps/cli.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from squall.efa import doctor as doctor_mod
 from squall.efa import drain as drain_mod
 from squall.efa import nccl_check
 from squall.errors import SetupError, SquallError, UsageError
+from squall.steps.cli import steps as steps_cmd
 
 
 @click.group(help="squall node and NCCL diagnostics.", context_settings=CONTEXT_SETTINGS,
@@ -129,5 +131,7 @@ def doctor(sysfs_root: str, dev_root: str, opt_root: str, shared_fs: tuple[str, 
         log.warning(action)
     doctor_mod.verdict(checks)
 
+
+cli.add_command(steps_cmd)
 
 main = run_cli(cli, "squall")
