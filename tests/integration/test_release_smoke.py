@@ -1,10 +1,13 @@
 """Smoke test for a second Slurm release (CI runs it on bookworm's Slurm 22.05): the node
-image built the plugin against that release's headers, Slurm loads it, and one container
-step runs on two nodes."""
+image built the plugin against that release's headers, Slurm loads it, one container
+step runs on two nodes, and its image is in the job's AdminComment in sacct (squall-jobrecord
+built against that release's libslurm; docs/admin.md)."""
 
 from __future__ import annotations
 
 import os
+import re
+import time
 
 from .cluster import Cluster
 
@@ -22,3 +25,17 @@ def test_container_step_on_two_nodes(cluster: Cluster, base_image: str) -> None:
         "bash -c 'echo $(hostname) $(. /etc/os-release; echo $ID)'")
     lines = sorted(res.out.split("\n")[:-1])
     assert lines == ["node1 squalltest", "node2 squalltest"], res
+
+
+def test_the_image_is_in_the_jobs_admin_comment(cluster: Cluster, base_image: str) -> None:
+    res = cluster.run(f"salloc -N1 srun --container-image={base_image} true")
+    m = re.search(r"Granted job allocation (\d+)", res.err)
+    assert m, res
+    deadline = time.monotonic() + 60
+    while True:
+        line = cluster.run(f"sacct -j {m.group(1)} -X -n -P -o AdminComment", user="root",
+                           check=False).out.strip()
+        if f"squall-image={base_image}@size=" in line:
+            break
+        assert time.monotonic() < deadline, line
+        time.sleep(1)
