@@ -1,4 +1,4 @@
-"""``sqshbuild``: build (the default verb), inspect, gc."""
+"""``sqshbuild``: build (the default verb), inspect, gc, policy compile."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from squall.sqshbuild.cache.layout import default_cache_dir, parse_size, user_ca
 from squall.sqshbuild.cache.leftovers import remove_dead_work_dirs
 from squall.sqshbuild.cache.pins import check_job
 from squall.sqshbuild.deputy import Deputy
+from squall.sqshbuild.policy_cli import policy_group
 from squall.sqshbuild.progress import ProgressLines, Reporter, human
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
 from squall.sqshbuild.trust import builder_name, is_writer
@@ -397,6 +398,8 @@ def convert_cache(cache_dir: Path | None, as_json: bool) -> None:
                f"new cache; the old directory, with {done.left} other entries, is now "
                f"{done.old}: look at it and remove it")
 
+
+cli.add_command(policy_group)
 
 main = run_cli(cli, "sqshbuild")
 

@@ -25,6 +25,7 @@ import base64
 import binascii
 import json
 import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 POLICY_ENV = "SQSHBUILD_POLICY"
 POLICY_FILE = Path("/etc/containers/policy.json")
 TRANSPORT = "docker"
+FILES_TRANSPORT = "squall-sqsh"  # squall's own: .sqsh files named by path (filepolicy.py)
 _FILE_LIMIT = 1 << 20
 _KEY_LIMIT = 64 << 10
 _SEE = "(containers-policy.json(5), docs/registries.md)"
@@ -306,6 +308,8 @@ class Policy:
     path: Path
     default: tuple[Requirement, ...]
     docker: dict[str, tuple[Requirement, ...]]
+    # The squall-sqsh transport's scopes; None when the file has none (files run unjudged)
+    files: dict[str, tuple[Requirement, ...]] | None = None
 
     def lookup(self, img: ImageName) -> Scope:
         for name in scope_names(img):
@@ -346,6 +350,7 @@ def parse(data: bytes, path: Path) -> Policy:
         if not isinstance(transports, dict):
             raise SquallError("transports must be an object of transport names")
         docker: dict[str, tuple[Requirement, ...]] = {}
+        files: dict[str, tuple[Requirement, ...]] | None = None
         for name, scopes in transports.items():
             if not isinstance(scopes, dict):
                 raise SquallError(f"transports.{name} must be an object of scopes")
@@ -354,9 +359,24 @@ def parse(data: bytes, path: Path) -> Policy:
                 reqs = _requirements(raw, where, name == TRANSPORT)
                 if name == TRANSPORT:
                     docker[scope] = reqs
+                elif name == FILES_TRANSPORT:
+                    files = {**(files or {}), _file_scope(scope, where): reqs}
+            if name == FILES_TRANSPORT and files is None:
+                files = {}
     except SquallError as exc:
         raise SquallError(f"the site policy {path}: {exc} {_SEE}") from None
-    return Policy(path, default, docker)
+    return Policy(path, default, docker, files)
+
+
+def _file_scope(scope: str, where: str) -> str:
+    """A scope of squall-sqsh: "" or an absolute, normalized path (a file or directory), as
+    containers/image asks of its path-based transports (dir, oci)."""
+    if scope and not (scope.startswith("/") and not scope.startswith("//")
+                      and posixpath.normpath(scope) == scope and scope.isprintable()):
+        raise SquallError(f"{where}: a scope of {FILES_TRANSPORT} must be an absolute, "
+                          'normalized path (/fsx/images: no trailing slash, no ., .. or //) '
+                          'or ""')
+    return scope
 
 
 def policy_path() -> Path:
