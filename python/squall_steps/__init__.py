@@ -260,14 +260,28 @@ def recorder() -> Recorder:
     return _recorder
 
 
-def section(name: str) -> _Section:
+class _Nothing:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+_NOTHING = _Nothing()
+
+
+def section(name: str) -> _Section | _Nothing:
     """``with section("data"): ...``: count the block's time to ``name`` in this step."""
-    return _Section(recorder(), name)
+    rec = _recorder or recorder()
+    return _NOTHING if rec.writer is None else _Section(rec, name)
 
 
 def step() -> None:
     """Mark a step boundary: the step's line is queued for writing."""
-    recorder().step()
+    (_recorder or recorder()).step()
 
 
 def enabled() -> bool:
