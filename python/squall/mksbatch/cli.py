@@ -19,6 +19,7 @@ from squall.mksbatch.render import render
 from squall.mksbatch.schema import recipe_schema
 from squall.mksbatch.watch import watch
 from squall.slurm import BACKENDS, client
+from squall.steps.follow import StepsWatch
 
 
 def write_script(path: Path, text: str, mode: int = 0o755) -> None:
@@ -105,8 +106,12 @@ def command(ctx: click.Context, recipe: str, overrides: tuple[Override, ...],
     if follow:
         job_id = int(str(result["job_id"]))
         job_log = Path(parsed.log_dir) / f"{parsed.name}-{job_id}.out"
+        logs = Path(parsed.log_dir)
+        steps = StepsWatch(str(job_id), [logs / f".squall-failover-{job_id}",
+                                         logs / f".squall-steps-{job_id}"])
         final = watch(slurm, job_id, lambda line: None if is_quiet() else click.echo(line),
-                      poll=poll, log=job_log if parsed.failover is not None else None)
+                      poll=poll, log=job_log if parsed.failover is not None else None,
+                      steps=steps)
         if final.state != "COMPLETED":
             raise SquallError(f"job {job_id} ended {final.state} after {final.restarts} "
                               f"restart(s): see its log in the recipe's log_dir")

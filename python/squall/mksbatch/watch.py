@@ -14,6 +14,7 @@ from squall.slurm import (
     SlurmClient,
     SlurmClientError,
 )
+from squall.steps.follow import StepsWatch
 
 # Polls a NODE_FAIL/PREEMPTED state must last before it counts as the end (a --requeue
 # job leaves it for PENDING within one controller pass).
@@ -61,6 +62,30 @@ class FailoverLines:
                 lines.decode(errors="replace").splitlines() if self.MARK in line]
 
 
+class StepsLines:
+    """``squall steps``' live line every ``every`` polls (when it changed), and its
+    verdict at the end, from the job's step files (docs/why-is-my-job-slow.md)."""
+
+    def __init__(self, steps: StepsWatch | None, every: int) -> None:
+        self.steps, self.every = steps, max(1, every)
+        self.polls = 0
+        self.last: str | None = None
+
+    def new(self) -> list[str]:
+        self.polls += 1
+        if self.steps is None or self.polls % self.every:
+            return []
+        text = self.steps.now()
+        if text is None or text == self.last:
+            return []
+        self.last = text
+        return [text]
+
+    def end(self) -> list[str]:
+        report = self.steps.report() if self.steps is not None else None
+        return [report.verdict.text] if report is not None else []
+
+
 def watch(
     client: SlurmClient,
     job_id: int,
@@ -68,10 +93,14 @@ def watch(
     poll: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
     log: Path | None = None,
+    steps: StepsWatch | None = None,
+    steps_every: float = 30.0,
 ) -> JobInfo:
     """Poll ``job_id`` until it ends; emit a line per state change, requeue and restart,
-    and, with the job's ``log``, each in-job failover (node lost, relaunch, resume)."""
+    and, with the job's ``log``, each in-job failover (node lost, relaunch, resume); with
+    ``steps``, the slowest rank every ``steps_every`` seconds and the verdict at the end."""
     failover = FailoverLines(log)
+    timing = StepsLines(steps, round(steps_every / poll))
     last: JobInfo | None = None
     unsure = 0
     failures = 0
@@ -95,6 +124,8 @@ def watch(
         failures = 0
         for line in failover.new():
             emit(f"job {job_id}: failover: {line}")
+        for line in timing.new():
+            emit(f"job {job_id}: steps: {line}")
         if last is None or info.state != last.state or info.nodes != last.nodes:
             if last is not None and info.restarts > last.restarts:
                 emit(f"job {job_id}: requeued, restart {info.restarts}")
@@ -104,6 +135,8 @@ def watch(
         if info.final:
             for line in failover.new():
                 emit(f"job {job_id}: failover: {line}")
+            for line in timing.end():
+                emit(f"job {job_id}: steps: {line}")
             return info
         if info.state in FINAL_UNLESS_REQUEUED:
             unsure += 1
