@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "builder.h"
+#include "filepolicy.h"
 #include "imageref.h"
 #include "image.h"
 #include "safeopen.h"
@@ -382,6 +383,8 @@ int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_i
 		}
 		snprintf(what, sizeof(what), "--container-image=%s", text);
 		rc = sq_image_check_file(what, out->path, out->identity, err, errlen);
+		if (rc == 0)
+			rc = sq_filepolicy_check(out->path, e->sqshbuild, err, errlen);
 		break;
 	case SQ_IMAGE_REGISTRY:
 		rc = build_from_registry(text, e, out, err, errlen);
