@@ -39,7 +39,7 @@ pytestmark = pytest.mark.needs_root("accounts, setuid")
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
     return build_probe(tmp_path_factory.mktemp("builder") / "builder_probe",
-                       "builder_probe.c", "builder.c", "image.c", "runcmd.c",
+                       "builder_probe.c", "builder.c", "image.c", "filepolicy.c", "runcmd.c",
                        "srunwatch.c")
 
 
