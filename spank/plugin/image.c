@@ -16,6 +16,7 @@
 #include "filepolicy.h"
 #include "imageref.h"
 #include "image.h"
+#include "pinmemo.h"
 #include "safeopen.h"
 #include "srunwatch.h"
 #include "strbuf.h"
@@ -319,6 +320,9 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 	struct sq_watch watch = { sq_srun_gone, &srun, 0 };
 	int status, ran;
 
+	/* A later step of the job on this node: what an earlier one got (pinmemo.h). */
+	if (sq_pinmemo_find(SQ_PINMEMO_DIR, e->job, text, out) == 1)
+		return 0;
 	if (access(e->sqshbuild, X_OK) < 0) {
 		sq_errf(err, errlen, "--container-image=%s: registry images are built by "
 			"sqshbuild, which is not executable at %s on %s: install squall there or "
@@ -357,7 +361,10 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 	snprintf(what, sizeof(what), "--container-image=%s (cached as %s)", text, line);
 	if (out->path == NULL)
 		return sq_errf(err, errlen, "out of memory");
-	return sq_image_check_file(what, out->path, out->identity, err, errlen);
+	if (sq_image_check_file(what, out->path, out->identity, err, errlen) < 0)
+		return -1;
+	sq_pinmemo_keep(SQ_PINMEMO_DIR, e->job, text, out);
+	return 0;
 }
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "epilog.h"
 #include "image_record.h"
+#include "pinmemo.h"
 #include "report.h"
 #include "step.h"
 
@@ -118,6 +119,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
 	char err[SQ_ERR_LEN];
+	uint32_t jobid;
 
 	/* Slurm does not call slurm_spank_init before the job epilog: read the
 	 * plugstack arguments here. */
@@ -129,6 +131,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		cfg_ready = 1;
 	}
 	sq_epilog_run(&cfg, sp);
+	if (spank_get_item(sp, S_JOB_ID, &jobid) == ESPANK_SUCCESS)
+		sq_pinmemo_drop_job(SQ_PINMEMO_DIR, jobid);
 	return 0;
 }
 
