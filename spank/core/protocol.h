@@ -1,9 +1,10 @@
 /*
  * protocol.h: the descriptors and messages between the plugin (slurmstepd), squall-keeper
- * and squall-layer, in one place. Both helpers are started by sq_spawn_detached
+ * and squall-layer, in one place: here in the core's directory, which all three include
+ * from (spank/plugin/, spank/keeper/, spank/hooks/). Both helpers are started by sq_spawn_detached
  * (runcmd.h), which places the descriptors it is given at SQ_FD_PASSED and up, in order.
  *
- * A step's container, under its keeper (keeper.h, keeper.c; keeper/squall-keeper.c):
+ * A step's container, under its keeper (plugin/keeper_client.c; keeper/squall-keeper.c):
  *   squall-keeper [--job SOCKET IDLE_S] [--use-cache ...|--fill-cache ...] RUNTIME ARGS...
  *   fd KEEPER_FD_CONTROL  a SOCK_SEQPACKET socket to the plugin:
  *     keeper -> plugin  "started KPID PID" + pidfds of the keeper and of the runtime
@@ -28,7 +29,7 @@
  *   The keeper ends the container after IDLE_S seconds with no step, or when killed (the
  *   job epilog).
  *
- * A step's layer on the kept container (kept.c sq_kept_layer; hooks/squall-layer.c):
+ * A step's layer on the kept container (plugin/layer.c sq_layer_make; hooks/squall-layer.c):
  *   squall-layer --pid PID [--renew MAJ:MIN]...
  *   fd LAYER_FD_USERNS   the container's user namespace
  *   fd LAYER_FD_MNTNS    its mount namespace
@@ -39,8 +40,8 @@
  *
  * Only #defines here: squall-layer is built alone, without the core or the plugin.
  */
-#ifndef SQUALL_PLUGIN_PROTOCOL_H
-#define SQUALL_PLUGIN_PROTOCOL_H
+#ifndef SQUALL_CORE_PROTOCOL_H
+#define SQUALL_CORE_PROTOCOL_H
 
 /* The first descriptor a helper is handed (sq_spawn_detached: pass_fds[i] is 3 + i). */
 #define SQ_FD_PASSED 3

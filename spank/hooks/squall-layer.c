@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 /* Relative: this helper is also built alone, without the plugin's include path. */
-#include "../plugin/protocol.h"
+#include "../core/protocol.h"
 
 #define PROG "squall-layer"
 #define MAX_RENEW 64

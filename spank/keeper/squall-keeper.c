@@ -33,7 +33,7 @@
 
 #include "extracted.h"
 #include "shared_copy.h"
-#include "keeper.h"
+#include "protocol.h"
 #include "pidfd.h"
 #include "reap.h"
 #include "sentinel.h"

@@ -182,7 +182,6 @@ static int open_first_cwd(const struct sq_container *c, int root)
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen)
 {
 	char path[64];
-	unsigned long long dev, ino;
 	int mnt, root, cwd;
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
@@ -211,33 +210,11 @@ int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t 
 	c->ns_mnt = mnt;
 	c->root_fd = root;
 	c->cwd_fd = cwd;
-	if (layer_id(c, &dev, &ino) == 0)
-		sq_keeper_tell_layer(&c->keeper, c->ns_mnt, dev, ino);
+	if (layer_id(c, &c->layer_dev, &c->layer_ino) == 0) {
+		c->layer = 1;
+		sq_keeper_tell_layer(&c->keeper, c->ns_mnt, c->layer_dev, c->layer_ino);
+	}
 	return 0;
-}
-
-int sq_container_record(const struct sq_container *c, const char *dir, uint32_t jobid,
-			const char *what, char *err, size_t errlen)
-{
-	return sq_keeper_record(dir, jobid, what, &c->keeper, err, errlen);
-}
-
-void sq_container_record_layer(const struct sq_container *c, const char *dir, uint32_t jobid,
-			       uint32_t stepid)
-{
-	unsigned long long dev, ino;
-
-	if (layer_id(c, &dev, &ino) == 0)
-		sq_layer_record(dir, jobid, stepid, dev, ino);
-}
-
-void sq_container_record_named_layer(const struct sq_container *c, const char *dir,
-				     const char *name)
-{
-	unsigned long long dev, ino;
-
-	if (layer_id(c, &dev, &ino) == 0)
-		sq_layer_record_named(dir, name, dev, ino);
 }
 
 int sq_container_start(struct sq_container *c, const struct sq_start_request *r,
@@ -348,7 +325,7 @@ int sq_container_alive(const struct sq_container *c)
 void sq_container_stop(struct sq_container *c)
 {
 	/* Attached (or never started): another step owns the process. Owned: its keeper
-	 * ends it (keeper.h). */
+	 * ends it (keeper_client.h). */
 	if (c->kept)
 		sq_keeper_leave(&c->keeper);   /* the job's container lives on (kept.h) */
 	else if (c->owned)

@@ -5,7 +5,7 @@
  *
  * start: `enroot start [--rw] [--root] [--conf FILE] [--rc FILE] TARGET
  *        sh -c 'kill -STOP $$; exit 0'`
- *        as the job user, under squall-keeper (keeper.h: outside slurmstepd's process
+ *        as the job user, under squall-keeper (keeper_client.h: outside slurmstepd's process
  *        tree, job signals ignored); when that shell has stopped itself the container is
  *        fully set up. It is then held by a pidfd and by descriptors on its user, mount and cgroup
  *        namespaces, its root and its working directory, and its environment is read.
@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "keeper.h"
+#include "keeper_client.h"
 #include "runcmd.h"
 
 struct sq_container {
@@ -42,13 +42,15 @@ struct sq_container {
 	char *environ;          /* /proc/PID/environ block, NUL-separated */
 	size_t environ_len;
 	struct sq_child child;  /* the runtime's captured output */
-	struct sq_keeper keeper;  /* owned: the process that holds the runtime (keeper.h) */
+	struct sq_keeper keeper;  /* the process that holds the runtime (keeper_client.h) */
 	uid_t uid;              /* owned: the job user */
 	int kept;               /* the job's kept container (kept.h): "bye" at step end */
+	int layer;              /* 1: ns_mnt is a step's layer (sq_container_use_layer), */
+	unsigned long long layer_dev, layer_ino;  /* named by these (layer_record.h) */
 };
 
 struct sq_start_request {
-	const char *keeper;     /* squall-keeper, which runs the runtime (keeper.h) */
+	const char *keeper;     /* squall-keeper, which runs the runtime (keeper_client.h) */
 	const char *enroot;     /* runtime executable */
 	const char *conf_path;  /* NULL: no --conf */
 	const char *rc_path;    /* NULL: no --rc (the image's /etc/rc runs) */
@@ -80,18 +82,9 @@ int sq_container_start_kept(struct sq_container *c, const struct sq_start_reques
 			    char *err, size_t errlen);
 /* Hold the mount namespace and root of process pid (a step's layer, layer.h) instead of
  * the container's, with the container's working directory found again under that root,
- * and tell the container's keeper which namespace it is. 0 ok; -1 with err. */
+ * and tell the container's keeper which namespace it is; c->layer_dev and c->layer_ino
+ * then name it (the step records them, layer_record.h). 0 ok; -1 with err. */
 int sq_container_use_layer(struct sq_container *c, pid_t pid, char *err, size_t errlen);
-/* The epilog's records (keeper.h): the keeper holding c, as DIR/keeper-JOBID.WHAT; the
- * step's layer held in c, as DIR/layer-JOBID.STEPID (nothing when c holds none). */
-int sq_container_record(const struct sq_container *c, const char *dir, uint32_t jobid,
-			const char *what, char *err, size_t errlen);
-void sq_container_record_layer(const struct sq_container *c, const char *dir, uint32_t jobid,
-			       uint32_t stepid);
-/* A named container's shared layer held in c, as DIR/layer-NAME (NAME: its runtime name),
- * for the steps that join it (join.c). */
-void sq_container_record_named_layer(const struct sq_container *c, const char *dir,
-				     const char *name);
 /* In a task, before exec. workdir NULL: the container's working directory; relative:
  * from there. */
 int sq_container_join(const struct sq_container *c, const char *workdir, char *err, size_t errlen);

@@ -17,7 +17,7 @@
 #include "enroot.h"
 #include "epilog.h"
 #include "extracted_name.h"
-#include "keeper.h"
+#include "records.h"
 #include "named.h"
 #include "running.h"
 #include "safeopen.h"
@@ -48,14 +48,14 @@ static int epilog_runtime_dir(const struct sq_config *cfg, uint32_t jobid, uid_t
 }
 
 /* A container whose step could not stop it (slurmstepd killed, and its keeper with it)
- * is ended here, from the records its steps left (keeper.h), and the records a killed
+ * is ended here, from the records its steps left (records.h), and the records a killed
  * slurmstepd could not remove go (running.h). */
 static void epilog_end_containers(const struct sq_config *cfg, int dirfd_, uint32_t jobid,
 				  uid_t uid)
 {
 	int n;
 
-	n = sq_keeper_sweep_job(dirfd_, jobid, uid);
+	n = sq_records_sweep_job(dirfd_, jobid, uid);
 	if (n > 0)
 		slurm_info("squall: job %u: ended %d container(s) its steps left running",
 			   (unsigned)jobid, n);

@@ -1,6 +1,6 @@
 /*
  * epilog.h: slurmd's job epilog (slurm_spank_job_epilog), as root, after the job: the
- * containers its steps left running end (their keepers' records, keeper.h), the records
+ * containers its steps left running end (their keepers' records, records.h), the records
  * a killed slurmstepd could not remove go (running.h), and with container_scope=job the
  * job's named containers, pyxis_JOBID_*, are removed where a step left the marker.
  */

@@ -14,7 +14,7 @@
 
 #include <slurm/spank.h>
 
-#include "keeper.h"
+#include "layer_record.h"
 #include "named.h"
 #include "options.h"
 #include "reap.h"

@@ -1,5 +1,9 @@
 /*
- * keeper.h: the container's runtime runs under squall-keeper, outside slurmstepd's
+ * keeper_client.h: the plugin's side of squall-keeper's protocol (the keeper itself is
+ * spank/keeper/). A leaf: called by container.c with its own struct and plain values, it
+ * calls nothing of the plugin but runcmd.c.
+ *
+ * The container's runtime runs under squall-keeper, outside slurmstepd's
  * process tree, so that job signals never reach it, and the keeper ends it.
  *
  * Why: Slurm signals every process under slurmstepd (proctrack/linuxproc), the runtime
@@ -17,13 +21,13 @@
  * The keeper also holds a pidfd of that slurmstepd: when slurmstepd dies, it ends
  * the container and the tasks left in it. If the keeper itself is killed, the runtime's
  * stopped process group is orphaned and the kernel's SIGHUP + SIGCONT end it. The job
- * epilog ends whatever a record (keeper-JOBID.STEPID in the runtime directory) still names.
+ * epilog ends whatever a record (keeper-JOBID.STEPID in the runtime directory, records.h)
+ * still names.
  */
-#ifndef SQUALL_PLUGIN_KEEPER_H
-#define SQUALL_PLUGIN_KEEPER_H
+#ifndef SQUALL_PLUGIN_KEEPER_CLIENT_H
+#define SQUALL_PLUGIN_KEEPER_CLIENT_H
 
 #include <stddef.h>
-#include <stdint.h>
 #include <sys/types.h>
 
 #include "protocol.h"
@@ -70,34 +74,5 @@ int sq_keeper_ask_attach(int sock, struct sq_keeper *k, pid_t *pid, int *pidfd, 
  * keeper reaps by it after this slurmstepd died. Nothing when k has no socket. */
 void sq_keeper_tell_layer(const struct sq_keeper *k, int ns_mnt, unsigned long long dev,
 			  unsigned long long ino);
-
-/* The epilog's record of a running keeper: DIR/keeper-JOBID.WHAT (WHAT: the step id, or
- * kept-KEY for a container kept for the job). */
-int sq_keeper_record(const char *dir, uint32_t jobid, const char *what,
-		     const struct sq_keeper *k, char *err, size_t errlen);
-void sq_keeper_forget(const char *dir, uint32_t jobid, const char *what);
-/* A step's layer (layer.h), for the epilog and --container-name=JOBID.STEPID:
- * DIR/layer-JOBID.STEPID holds the device and inode of its mount namespace. */
-int sq_layer_record(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long dev,
-		    unsigned long long ino);
-void sq_layer_forget(const char *dir, uint32_t jobid, uint32_t stepid);
-/* Read that record. 0 ok, -1 none (the step made no layer) or unreadable. */
-int sq_layer_read(const char *dir, uint32_t jobid, uint32_t stepid, unsigned long long *dev,
-		  unsigned long long *ino);
-/* The same for a running named container's shared layer, for the steps that join it:
- * DIR/layer-RUNTIME_NAME, written by the step that started it, removed at its end. */
-int sq_layer_record_named(const char *dir, const char *name, unsigned long long dev,
-			  unsigned long long ino);
-int sq_layer_read_named(const char *dir, const char *name, unsigned long long *dev,
-			unsigned long long *ino);
-void sq_layer_forget_named(const char *dir, const char *name);
-
-/* Job epilog, as root: end every container the job's records in dirfd (the user's runtime
- * directory, opened O_NOFOLLOW and checked) still name (keeper, runtime, everything of uid
- * in its session and its mount namespaces) and remove the records, every process of uid
- * left in a recorded layer's mount namespace, and the job's kept-JOBID-* sockets and locks.
- * Records are the user's files: read only when regular (never a FIFO, never through a
- * link), relative to dirfd. Returns how many were running. */
-int sq_keeper_sweep_job(int dirfd, uint32_t jobid, uid_t uid);
 
 #endif

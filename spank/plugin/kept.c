@@ -20,10 +20,12 @@
 #include "hooktext.h"
 #include "kept.h"
 #include "layer.h"
+#include "layer_record.h"
 #include "lifecycle.h"
 #include "mountinfo.h"
 #include "nodecache.h"
 #include "protocol.h"
+#include "records.h"
 #include "report.h"
 #include "smallio.h"
 #include "strbuf.h"
@@ -219,7 +221,8 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 	if (started) {
 		snprintf(what, sizeof(what), "kept-%s", key);
 		/* Only the job epilog's safety net needs it: note it, go on. */
-		sq_container_record(c, s->runtime_dir, s->jobid, what, note, notelen);
+		sq_record_keeper(s->runtime_dir, s->jobid, what, c->keeper.pid,
+				 c->keeper.starttime, note, notelen);
 		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
 			*served = "started from the node's extracted copy (extracted cache hit), "
 				  "kept for the job";
@@ -242,6 +245,7 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 		return 0;
 	}
 	sq_phase_end("fresh layer");
-	sq_container_record_layer(c, s->runtime_dir, s->jobid, s->stepid);
+	if (c->layer)
+		sq_layer_record(s->runtime_dir, s->jobid, s->stepid, c->layer_dev, c->layer_ino);
 	return 1;
 }

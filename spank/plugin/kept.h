@@ -2,13 +2,13 @@
  * kept.h: the job's kept container on this node, from the plugin's side (lifecycle.h).
  *
  * The first step of a job that may reuse its container starts the runtime under a keeper
- * kept for the job (squall-keeper --job, keeper.h), which listens on
+ * kept for the job (squall-keeper --job, keeper_client.h), which listens on
  * RUNTIME_DIR/kept-JOBID-KEY.sock; later steps with the same key connect there and are
  * handed pidfds of the container's first process instead of starting the runtime again.
  * Starting and finding are done under RUNTIME_DIR/kept-JOBID-KEY.lock, so concurrent
  * steps of a job start one container. Every step then gets a layer of its own on top of it
  * (squall-layer: a fresh writable root and fresh tmpfs mounts), which its tasks join.
- * At step end the step says "bye"; the container ends with the job (epilog, keeper.h), or
+ * At step end the step says "bye"; the container ends with the job (epilog, records.h), or
  * after KEPT_IDLE_S seconds without a step.
  */
 #ifndef SQUALL_PLUGIN_KEPT_H

@@ -18,14 +18,15 @@
 #include "efa.h"
 #include "env.h"
 #include "imageref.h"
-#include "keeper.h"
 #include "kept.h"
 #include "layer.h"
+#include "layer_record.h"
 #include "mounts.h"
 #include "mounts_exist.h"
 #include "named.h"
 #include "pmix.h"
 #include "promfile.h"
+#include "records.h"
 #include "report.h"
 #include "running.h"
 #include "safeopen.h"
@@ -416,9 +417,12 @@ static void share_layer(struct sq_step *s)
 		slurm_info("squall: %s", err);
 		return;
 	}
-	sq_container_record_layer(&s->ctr, s->runtime_dir, s->jobid, s->stepid);
+	if (!s->ctr.layer)
+		return;
+	sq_layer_record(s->runtime_dir, s->jobid, s->stepid, s->ctr.layer_dev, s->ctr.layer_ino);
 	if (first)
-		sq_container_record_named_layer(&s->ctr, s->runtime_dir, s->run_name);
+		sq_layer_record_named(s->runtime_dir, s->run_name, s->ctr.layer_dev,
+				      s->ctr.layer_ino);
 }
 
 /* --container-unshare, the tasks' layer, then the records other steps join by. */
@@ -488,7 +492,7 @@ static int decide(const struct sq_step *s, struct sq_life_plan *plan)
 	return plan->action;
 }
 
-/* A container for the step alone, under its own keeper (keeper.h). */
+/* A container for the step alone, under its own keeper (keeper_client.h). */
 static void start_own_container(struct sq_step *s, const struct sq_start_request *req)
 {
 	char err[SQ_ERR_LEN], what[16];
@@ -497,8 +501,8 @@ static void start_own_container(struct sq_step *s, const struct sq_start_request
 	if (sq_container_start(&s->ctr, req, err, sizeof(err)) < 0) {
 		sq_report_fail(err);
 	} else {
-		if (sq_container_record(&s->ctr, s->runtime_dir, s->jobid, what, err,
-					sizeof(err)) < 0)
+		if (sq_record_keeper(s->runtime_dir, s->jobid, what, s->ctr.keeper.pid,
+				     s->ctr.keeper.starttime, err, sizeof(err)) < 0)
 			/* Only the job epilog's safety net needs it: say so, go on. */
 			slurm_info("squall: %s", err);
 		after_start(s);

@@ -45,7 +45,7 @@
  * (e.g. a wrapper around enroot that does not exec it); hooks may be slow, so be
  * generous. */
 #define SQ_START_TIMEOUT_S 300
-/* Holds the runtime outside slurmstepd's process tree (keeper.h). */
+/* Holds the runtime outside slurmstepd's process tree (keeper_client.h). */
 #define SQ_KEEPER SQ_LIBEXEC_DIR "/squall-keeper"
 /* Makes a step's fresh layer on the job's kept container (kept.h). */
 #define SQ_LAYER SQ_LIBEXEC_DIR "/squall-layer"

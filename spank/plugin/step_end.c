@@ -16,7 +16,8 @@
 #include <slurm/spank.h>
 
 #include "env.h"
-#include "keeper.h"
+#include "layer_record.h"
+#include "records.h"
 #include "named.h"
 #include "promfile.h"
 #include "report.h"
@@ -52,7 +53,7 @@ void sq_step_stop_container(struct sq_step *s)
 	sq_nsholder_release(&s->holder);
 	snprintf(what, sizeof(what), "%u", (unsigned)s->stepid);
 	if (owned)
-		sq_keeper_forget(s->runtime_dir, s->jobid, what);
+		sq_record_forget(s->runtime_dir, s->jobid, what);
 	if (owned || kept)
 		sq_layer_forget(s->runtime_dir, s->jobid, s->stepid);
 }

@@ -53,3 +53,16 @@ def test_a_call_back_into_a_file_already_left_is_a_re_entry():
         ("step.c", "kept.c"), ("kept.c", "container.c"), ("step.c", "container.c")]
     assert callmap.summary("step.c", moves) == "3 files, 3 file-to-file calls, 1 re-entries"
     assert callmap.summary("step.c", callmap.walk(root, {"i"})).endswith(", 0 re-entries")
+
+
+def test_a_leaf_that_calls_above_the_leaves_is_named():
+    calls = {"keeper_client.c": {"runcmd.c", "container.c"}, "runcmd.c": set()}
+    assert callmap.leaves_above(calls) == {"keeper_client.c": ["container.c"]}
+    assert callmap.leaves_above({"keeper_client.c": {"runcmd.c"}}) == {}
+
+
+def test_entries_count_the_calls_into_each_file():
+    moves = [("kept.c", "container.c", True), ("container.c", "kept.c", False),
+             ("kept.c", "layer.c", True), ("layer.c", "container.c", True),
+             ("container.c", "layer.c", False), ("layer.c", "kept.c", False)]
+    assert callmap.entries(moves) == "container.c 2, layer.c 1"

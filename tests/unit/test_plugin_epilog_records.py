@@ -4,7 +4,7 @@ A killed slurmstepd never forgets its `running-pyxis_JOBID.STEPID` record: the j
 removes the job's records from the user's runtime directory, only this job's, only regular
 files, through a descriptor of the checked directory (spank/plugin/running.c). The epilog
 runs as root in slurmd and reads records the user can write: a FIFO planted as
-`keeper-JOBID.STEPID` used to block it for good (spank/plugin/keeper.c). The plugin's own
+`keeper-JOBID.STEPID` used to block it for good (spank/plugin/records.c). The plugin's own
 code runs through a probe (spank/plugin/tests/records_probe.c), under a timeout.
 """
 
@@ -23,7 +23,7 @@ from plugin_probe import build_probe
 @pytest.fixture(scope="module")
 def records_probe(tmp_path_factory) -> Path:
     return build_probe(tmp_path_factory.mktemp("records") / "records_probe", "records_probe.c",
-                       "keeper.c", "running.c", "runcmd.c")
+                       "records.c", "layer_record.c", "running.c", "runcmd.c")
 
 
 def run(*argv: str | Path) -> dict[str, str]:

@@ -1,6 +1,6 @@
 /*
  * records_probe.c: the job epilog's sweep of a user's runtime directory, as
- * slurm_spank_job_epilog does it (spank/plugin/keeper.c, running.c), outside Slurm, for
+ * slurm_spank_job_epilog does it (spank/plugin/records.c, running.c), outside Slurm, for
  * tests/unit/test_plugin_epilog_records.py.
  *   records_probe DIR JOBID UID SCOPE_JOB       prints ended= and removed= (or err=)
  */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "keeper.h"
+#include "records.h"
 #include "running.h"
 #include "safeopen.h"
 
@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 		printf("err=%s\n", err);
 		return 0;
 	}
-	printf("ended=%d\n", sq_keeper_sweep_job(dfd, jobid, (uid_t)uid));
+	printf("ended=%d\n", sq_records_sweep_job(dfd, jobid, (uid_t)uid));
 	printf("removed=%d\n", sq_running_sweep_job(dfd, jobid, atoi(argv[4])));
 	close(dfd);
 	return 0;
