@@ -6,10 +6,12 @@ step, coloured by the time the rank *held* the step: its length less its wait in
 all-reduce for slower ranks (the wait beyond the least any rank waited). A starving rank
 shows as a periodic stripe on its row, a slow all-reduce as a bright band over every row,
 a straggler node as bright rows. Bottom: the sections of each rank stacked, averaged over
-the chosen steps (``--range``; the last 20 by default)."""
+the chosen steps (``--range``; the last 20 by default), between the heat map's dashed
+lines."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,14 +67,15 @@ def draw(ranks: list[Rank], report: Report, out: str,
                          f"job's are {numbers[0]}..{numbers[-1]}")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), height_ratios=(3, 2))
     image = top.imshow(held(order, numbers), aspect="auto", interpolation="nearest",
-                       cmap="inferno", extent=(numbers[0] - 0.5, numbers[-1] + 0.5,
+                       cmap="inferno", vmin=0.0, extent=(numbers[0] - 0.5, numbers[-1] + 0.5,
                                                len(order) - 0.5, -0.5))
     fig.colorbar(image, ax=top, label="s the rank held the step")
     top.set_yticks(range(len(order)), [f"rank {r.rank} ({r.node})" for r in order])
     for k in range(1, len(order)):
         if order[k].node != order[k - 1].node:
             top.axhline(k - 0.5, color="white", linewidth=1.5)
-    top.axvspan(first - 0.5, last + 0.5, color="cyan", alpha=0.12)
+    for edge in (first - 0.5, last + 0.5):  # the steps stacked below
+        top.axvline(edge, color="cyan", linestyle="--", linewidth=1)
     top.set_xlabel("step")
     top.set_title(f"job {report.job}: {report.verdict.kind}", loc="left")
     by = [{s.number: s for s in r.steps} for r in order]
@@ -86,8 +89,9 @@ def draw(ranks: list[Rank], report: Report, out: str,
     bottom.set_xticks(range(len(order)), [f"{r.rank}\n{r.node}" for r in order])
     bottom.set_ylabel(f"s a step, steps {first}..{last}")
     bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    fig.text(0.01, 0.005, report.verdict.text[:160], fontsize="small")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.text(0.01, 0.005, "\n".join(textwrap.wrap(report.verdict.text, 150)),
+             fontsize="small")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     try:
         fig.savefig(out, dpi=80)
     except OSError as exc:
