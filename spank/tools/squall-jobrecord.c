@@ -42,7 +42,7 @@ static int read_comment(uint32_t jobid, char **out)
 
 	if (slurm_load_job(&msg, jobid, SHOW_ALL) != SLURM_SUCCESS) {
 		syslog(LOG_WARNING, "job %u: cannot read the job: %s", jobid,
-		       slurm_strerror(slurm_get_errno()));
+		       slurm_strerror(errno));
 		return -1;
 	}
 	for (uint32_t i = 0; i < msg->record_count; i++)
@@ -62,7 +62,7 @@ static int write_comment(uint32_t jobid, char *text)
 	desc.admin_comment = text;
 	if (slurm_update_job(&desc) != SLURM_SUCCESS) {
 		syslog(LOG_WARNING, "job %u: cannot update its AdminComment: %s", jobid,
-		       slurm_strerror(slurm_get_errno()));
+		       slurm_strerror(errno));
 		return -1;
 	}
 	return 0;
