@@ -312,16 +312,49 @@ static int build_as_user(const char *text, const struct sq_image_env *e,
 	return rc;
 }
 
+/* The name of the memo of (job, text) (pinmemo.h). 0, or -1 when too long. */
+static int memo_hash(const char *job, const char *text, char hash[17])
+{
+	char key[4096];
+	int n = snprintf(key, sizeof(key), "%s\n%s", job != NULL ? job : "", text);
+
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return -1;
+	sq_hash_hex(key, (size_t)n, hash);
+	return 0;
+}
+
+/* 1 when an earlier step of the job on this node resolved text to a file that is still
+ * the same file: out filled as a build would. 0: build. */
+static int memo_hit(const char *text, const struct sq_image_env *e, struct sq_image *out)
+{
+	char hash[17], id[17], what[PATH_MAX + 64], err[512];
+	char *path = NULL;
+
+	if (memo_hash(e->job, text, hash) < 0 ||
+	    sq_pinmemo_find(SQ_PINMEMO_DIR, e->job, text, hash, &path, id) != 1)
+		return 0;
+	snprintf(what, sizeof(what), "--container-image=%s", text);
+	if (sq_image_check_file(what, path, out->identity, err, sizeof(err)) < 0 ||
+	    strcmp(out->identity, id) != 0) {
+		free(path);
+		return 0;
+	}
+	out->path = path;
+	out->from_registry = 1;
+	return 1;
+}
+
 static int build_from_registry(const char *text, const struct sq_image_env *e,
 			       struct sq_image *out, char *err, size_t errlen)
 {
-	char line[PATH_MAX + 64], what[2 * PATH_MAX + 160];
+	char line[PATH_MAX + 64], what[2 * PATH_MAX + 160], hash[17];
 	struct sq_srun_watch srun;
 	struct sq_watch watch = { sq_srun_gone, &srun, 0 };
 	int status, ran;
 
 	/* A later step of the job on this node: what an earlier one got (pinmemo.h). */
-	if (sq_pinmemo_find(SQ_PINMEMO_DIR, e->job, text, out) == 1)
+	if (memo_hit(text, e, out))
 		return 0;
 	if (access(e->sqshbuild, X_OK) < 0) {
 		sq_errf(err, errlen, "--container-image=%s: registry images are built by "
@@ -363,7 +396,8 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 		return sq_errf(err, errlen, "out of memory");
 	if (sq_image_check_file(what, out->path, out->identity, err, errlen) < 0)
 		return -1;
-	sq_pinmemo_keep(SQ_PINMEMO_DIR, e->job, text, out);
+	if (memo_hash(e->job, text, hash) == 0)
+		sq_pinmemo_keep(SQ_PINMEMO_DIR, e->job, text, hash, out->path, out->identity);
 	return 0;
 }
 

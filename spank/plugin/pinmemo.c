@@ -44,21 +44,20 @@ static void stamp(char *buf, size_t len)
 
 /* The memo of (job, text): DIR/JOBID-HASH, the job id the key's last part (so the epilog
  * finds a job's memos by their names). */
-static int memo_path(const char *dir, const char *job, const char *text, char *out,
+static int memo_path(const char *dir, const char *job, const char *hash, char *out,
 		     size_t len)
 {
 	const char *dash = strrchr(job, '-');
-	char key[4096], hash[17], *end = NULL;
+	char *end = NULL;
 	unsigned long jobid;
-	int n = snprintf(key, sizeof(key), "%s\n%s", job, text);
+	int n;
 
-	if (n < 0 || (size_t)n >= sizeof(key) || dash == NULL)
+	if (dash == NULL || strlen(hash) != 16 || strspn(hash, "0123456789abcdef") != 16)
 		return -1;
 	errno = 0;
 	jobid = strtoul(dash + 1, &end, 10);
 	if (errno != 0 || end == dash + 1 || *end != '\0' || jobid > UINT32_MAX)
 		return -1;
-	sq_hash_hex(key, (size_t)n, hash);
 	n = snprintf(out, len, "%s/%u-%s", dir, (unsigned)jobid, hash);
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
@@ -95,57 +94,46 @@ static char *read_memo(const char *path)
 	return text;
 }
 
-int sq_pinmemo_find(const char *dir, const char *job, const char *text, struct sq_image *out)
+int sq_pinmemo_find(const char *dir, const char *job, const char *text, const char *hash,
+		    char **path, char identity[17])
 {
-	char path[4096], want[8192], what[4200], err[512], id[17];
-	const char *p;
+	char memo[4096], want[8192];
+	const char *p, *idline;
 	char *have;
 	uid_t back;
 	int found = 0;
 
+	*path = NULL;
 	if (job == NULL || job[0] == '\0' || access(SQ_POLICY_FILE, F_OK) == 0 ||
-	    memo_path(dir, job, text, path, sizeof(path)) < 0)
+	    memo_path(dir, job, hash, memo, sizeof(memo)) < 0)
 		return 0;
 	back = sq_thread_root();
-	have = read_memo(path);
+	have = read_memo(memo);
 	sq_thread_back(back);
 	if (have == NULL)
 		return 0;
 	p = strstr(have, "\npath ");
-	/* The memo must say what the same text and settings would say now, but for the path
-	 * and identity it holds (checked again against the file itself). */
-	if (p != NULL && strlen(p + 6) > 1) {
-		const char *idline = strstr(have, "\nidentity ");
-		char *file = strndup(p + 6, strlen(p + 6) - 1);
-		if (file != NULL && idline != NULL &&
-		    memo_text(job, text, file, "", want, sizeof(want)) == 0 &&
-		    strncmp(have, want, (size_t)(strstr(want, "\nidentity ") - want)) == 0 &&
-		    sscanf(idline + 10, "%16[0-9a-f]", id) == 1) {
-			snprintf(what, sizeof(what), "--container-image=%s (cached as %s)", text,
-				 file);
-			if (sq_image_check_file(what, file, out->identity, err, sizeof(err)) == 0 &&
-			    strcmp(out->identity, id) == 0) {
-				out->path = file;
-				out->from_registry = 1;
-				file = NULL;
-				found = 1;
-			}
-		}
-		free(file);
+	idline = strstr(have, "\nidentity ");
+	/* The memo must say what the same job, text and settings would say now. */
+	if (p != NULL && idline != NULL && strlen(p + 6) > 1 &&
+	    memo_text(job, text, "", "", want, sizeof(want)) == 0 &&
+	    strncmp(have, want, (size_t)(strstr(want, "\nidentity ") - want)) == 0 &&
+	    sscanf(idline + 10, "%16[0-9a-f]", identity) == 1 && strlen(identity) == 16) {
+		*path = strndup(p + 6, strlen(p + 6) - 1);
+		found = *path != NULL;
 	}
 	free(have);
 	return found;
 }
 
-void sq_pinmemo_keep(const char *dir, const char *job, const char *text,
-		     const struct sq_image *img)
+void sq_pinmemo_keep(const char *dir, const char *job, const char *text, const char *hash,
+		     const char *path, const char *identity)
 {
-	char path[4096], body[8192];
+	char memo[4096], body[8192];
 	uid_t back;
 
-	if (job == NULL || job[0] == '\0' || img->path == NULL || !img->from_registry ||
-	    memo_path(dir, job, text, path, sizeof(path)) < 0 ||
-	    memo_text(job, text, img->path, img->identity, body, sizeof(body)) < 0)
+	if (job == NULL || job[0] == '\0' || memo_path(dir, job, hash, memo, sizeof(memo)) < 0 ||
+	    memo_text(job, text, path, identity, body, sizeof(body)) < 0)
 		return;
 	back = sq_thread_root();
 	if (geteuid() == 0) {
@@ -154,7 +142,7 @@ void sq_pinmemo_keep(const char *dir, const char *job, const char *text,
 			struct stat st;
 			if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
 			    (st.st_mode & 0077) == 0)
-				(void)sq_write_record(path, body);
+				(void)sq_write_record(memo, body);
 		}
 	}
 	sq_thread_back(back);

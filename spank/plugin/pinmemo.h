@@ -17,16 +17,18 @@
 
 #include <stdint.h>
 
-#include "image.h"
-
 #define SQ_PINMEMO_DIR "/run/squall/resolved"
 
-/* 1 when an earlier step of job (CLUSTER-UID-JOBID) resolved text on this node to a file
- * that is still the same: out->path (heap), identity and from_registry filled. 0 none. */
-int sq_pinmemo_find(const char *dir, const char *job, const char *text, struct sq_image *out);
-/* Remember img for the job's later steps (best effort). */
-void sq_pinmemo_keep(const char *dir, const char *job, const char *text,
-		     const struct sq_image *img);
+/* The memos are named by hash, 16 hex digits of (job, text), the caller's (image.c). */
+
+/* 1 when an earlier step of job (CLUSTER-UID-JOBID) resolved text on this node under the
+ * settings in force now: *path (heap) and the identity that file had. 0 none. The caller
+ * checks that the file is still the same. */
+int sq_pinmemo_find(const char *dir, const char *job, const char *text, const char *hash,
+		    char **path, char identity[17]);
+/* Remember path (and its identity) for the job's later steps (best effort). */
+void sq_pinmemo_keep(const char *dir, const char *job, const char *text, const char *hash,
+		     const char *path, const char *identity);
 /* The job epilog: remove the job's memos (as root). */
 void sq_pinmemo_drop_job(const char *dir, uint32_t jobid);
 

@@ -39,8 +39,8 @@ pytestmark = pytest.mark.needs_root("accounts, setuid")
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
     return build_probe(tmp_path_factory.mktemp("builder") / "builder_probe",
-                       "builder_probe.c", "builder.c", "image.c", "filepolicy.c", "runcmd.c",
-                       "srunwatch.c")
+                       "builder_probe.c", "builder.c", "image.c", "filepolicy.c", "pinmemo.c",
+                       "runcmd.c", "srunwatch.c")
 
 
 def ensure_accounts() -> pwd.struct_passwd:

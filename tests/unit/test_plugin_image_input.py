@@ -25,7 +25,7 @@ FIX = "give the path of a .sqsh image (a file built by sqshbuild or mksquashfs)"
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
     return build_probe(tmp_path_factory.mktemp("image") / "image_probe", "image_probe.c",
-                       "image.c", "filepolicy.c", "builder.c", "runcmd.c",
+                       "image.c", "filepolicy.c", "pinmemo.c", "builder.c", "runcmd.c",
                        "srunwatch.c")
 
 
