@@ -35,7 +35,7 @@ def test_watch_tells_the_slowest_rank_then_the_verdict(tmp_path):
     assert len(live) == 1, lines  # said once: it did not change
     assert "slowest rank 2 (node2)" in live[0]
     assert lines[-1] == ("job 9: steps: data loading on rank 2 (node2): every 4th step waits "
-                         "0.7 s for its batch")
+                         "0.71 s for its batch")
 
 
 def test_watch_without_step_files_says_nothing_of_steps(tmp_path):

@@ -119,6 +119,11 @@ def _figures(ranks: Sequence[Rank], numbers: list[int],
     return sorted(out, key=lambda f: f.rank)
 
 
+def _s(seconds: float) -> str:
+    """Seconds for a sentence: two significant digits below 1 s, one decimal above."""
+    return f"{seconds:.1f}" if seconds >= 1 else f"{seconds:.2g}"
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -146,9 +151,10 @@ def _data(figs: list[Figures], numbers: list[int], by_rank: dict[int, dict[int, 
     where = f"rank {worst.rank} ({worst.node})"
     if period is not None:
         spike = _median([w for w in waits if w > base + 0.5 * (high - base)])
-        how = f"every {_ordinal(period)} step waits {spike:.1f} s for its batch"
+        how = f"every {_ordinal(period)} step waits {_s(spike)} s for its batch"
     else:
-        how = f"waits {worst.data_s:.2f} s a step for its batch (the ranks' median {usual:.2f} s)"
+        how = (f"waits {_s(worst.data_s)} s a step for its batch (the ranks' median "
+               f"{_s(usual)} s)")
     return Verdict("data", f"data loading on {where}: {how}", worst.rank, worst.node, DATA,
                    loss_s=loss)
 
@@ -156,7 +162,7 @@ def _data(figs: list[Figures], numbers: list[int], by_rank: dict[int, dict[int, 
 def _allreduce(numbers: list[int], by_rank: dict[int, dict[int, Step]]) -> Verdict:
     least = [min(steps[n].allreduce for steps in by_rank.values()) for n in numbers]
     loss = _median(least)
-    text = (f"all-reduce: all ranks wait at the same step boundary, {loss:.1f} s a step; "
+    text = (f"all-reduce: all ranks wait at the same step boundary, {_s(loss)} s a step; "
             "look at the network (NCCL on TCP? `squall nccl-check`)")
     return Verdict("allreduce", text, section=ALLREDUCE, loss_s=loss)
 
@@ -187,10 +193,10 @@ def _straggler(figs: list[Figures], job: str) -> Verdict | None:
 def _balanced(figs: list[Figures], sections: bool) -> Verdict:
     step = _median([f.step_s for f in figs])
     if not sections:
-        return Verdict("balanced", f"balanced as far as step lengths tell ({step:.2f} s a "
+        return Verdict("balanced", f"balanced as far as step lengths tell ({_s(step)} s a "
                        "step): no sections timed, time data and allreduce with squall_steps "
                        "to tell them apart")
-    return Verdict("balanced", f"balanced: no rank, node or section stands out ({step:.2f} s "
+    return Verdict("balanced", f"balanced: no rank, node or section stands out ({_s(step)} s "
                    "a step)")
 
 
