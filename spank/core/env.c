@@ -6,6 +6,7 @@
 #include "env.h"
 #include "quote.h"
 #include "strbuf.h"
+#include "strv.h"
 
 /* Variables that change what bash (enroot is a bash script) or the loader does. */
 static const char *const denied_exact[] = {
@@ -146,13 +147,7 @@ static char **vec_take(struct vec *a)
 
 void sq_env_free(char **env)
 {
-	char **p;
-
-	if (env == NULL)
-		return;
-	for (p = env; *p; p++)
-		free(*p);
-	free(env);
+	sq_strv_free(env);
 }
 
 static void vec_release(struct vec *a)

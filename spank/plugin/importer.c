@@ -13,6 +13,7 @@
 #include "importer.h"
 #include "stepconf.h"
 #include "strbuf.h"
+#include "strv.h"
 
 int sq_importer_setup(struct sq_importer *im, const char *path, char *const runtime_env[],
 		      const char *runtime_path, uid_t uid, uint32_t jobid, uint32_t stepid,
@@ -26,7 +27,7 @@ int sq_importer_setup(struct sq_importer *im, const char *path, char *const runt
 	im->cred = cred;
 	im->envp = NULL;
 	for (size_t i = 0; runtime_env != NULL && runtime_env[i] != NULL; i++)
-		if (sq_line_append(&env, &n, runtime_env[i]) < 0)
+		if (sq_strv_push(&env, &n, runtime_env[i]) < 0)
 			goto oom;
 	snprintf(num[0], sizeof(num[0]), "%u", (unsigned)uid);
 	snprintf(num[1], sizeof(num[1]), "%u", (unsigned)jobid);

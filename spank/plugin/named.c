@@ -18,6 +18,7 @@
 #include "safeopen.h"
 #include "smallio.h"
 #include "strbuf.h"
+#include "strv.h"
 
 #define IMAGE_RECORD "image-"
 
@@ -68,26 +69,14 @@ static int list_names(const struct sq_runtime *rt, const char *prefix, int exact
 		return -1;
 	for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
 	     line = strtok_r(NULL, "\n", &save)) {
-		char **grown;
 		line[strcspn(line, " \t\r")] = '\0';
 		if (strncmp(line, prefix, plen) != 0 || (exact && line[plen] != '\0'))
 			continue;
-		grown = realloc(*names, (*count + 1) * sizeof(char *));
-		if (grown == NULL)
+		if (sq_strv_push(names, count, line) < 0)
 			break;
-		*names = grown;
-		if (((*names)[*count] = strdup(line)) != NULL)
-			(*count)++;
 	}
 	free(text);
 	return 0;
-}
-
-static void free_names(char **names, size_t count)
-{
-	for (size_t i = 0; i < count; i++)
-		free(names[i]);
-	free(names);
 }
 
 int sq_named_exists(const struct sq_runtime *rt, const char *runtime_name)
@@ -97,7 +86,7 @@ int sq_named_exists(const struct sq_runtime *rt, const char *runtime_name)
 
 	if (list_names(rt, runtime_name, 1, &names, &count, err, sizeof(err)) < 0)
 		return 0;
-	free_names(names, count);
+	sq_strv_free(names);
 	return count > 0;
 }
 
@@ -287,7 +276,7 @@ int sq_named_prepare(const struct sq_runtime *rt, const struct sq_named_query *q
 	else
 		sq_errf(err, errlen, "out of memory");
 fail:
-	free_names(names, count);
+	sq_strv_free(names);
 	return rv;
 }
 
@@ -336,6 +325,6 @@ int sq_named_remove_prefix(const struct sq_runtime *rt, const char *runtime_dir,
 		record_path(path, sizeof(path), runtime_dir, names[i]);
 		unlink(path);
 	}
-	free_names(names, count);
+	sq_strv_free(names);
 	return removed;
 }

@@ -54,41 +54,6 @@ int sq_running_record(const char *dir, const char *name, pid_t pid,
 		       strerror(errno));
 }
 
-char **sq_running_names(const char *dir, const char *prefix)
-{
-	size_t plen = strlen(RECORD_PREFIX), count = 0;
-	char **names = NULL;
-	struct dirent *e;
-	DIR *d = opendir(dir);
-
-	if (d == NULL)
-		return NULL;
-	while ((e = readdir(d)) != NULL) {
-		const char *name = e->d_name + plen;
-		char **grown;
-
-		if (strncmp(e->d_name, RECORD_PREFIX, plen) != 0 ||
-		    strncmp(name, prefix, strlen(prefix)) != 0 || strstr(name, ".tmp.") != NULL)
-			continue;
-		grown = realloc(names, (count + 2) * sizeof(char *));
-		if (grown == NULL)
-			break;
-		names = grown;
-		if ((names[count] = strdup(name)) == NULL)
-			break;
-		names[++count] = NULL;
-	}
-	closedir(d);
-	return names;
-}
-
-void sq_running_names_free(char **names)
-{
-	for (size_t i = 0; names != NULL && names[i] != NULL; i++)
-		free(names[i]);
-	free(names);
-}
-
 int sq_running_read_ns(const char *dir, const char *name, pid_t *pid,
 		       unsigned long long *starttime, pid_t *nspid, unsigned long long *nsstart)
 {

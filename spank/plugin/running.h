@@ -24,10 +24,6 @@
 int sq_running_record(const char *dir, const char *name, pid_t pid,
 		      unsigned long long starttime, pid_t nspid, unsigned long long nsstart,
 		      char *err, size_t errlen);
-/* The names (runtime names) of every record in dir that starts with prefix: a NULL-
- * terminated heap array (free with sq_running_names_free); NULL when there is none. */
-char **sq_running_names(const char *dir, const char *prefix);
-void sq_running_names_free(char **names);
 /* Read one record. 0 ok, -1 none or unreadable. */
 int sq_running_read(const char *dir, const char *name, pid_t *pid,
 		    unsigned long long *starttime);

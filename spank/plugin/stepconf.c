@@ -18,52 +18,7 @@
 #include "report.h"
 #include "stepconf.h"
 #include "strbuf.h"
-
-int sq_line_append(char ***arr, size_t *n, const char *line)
-{
-	char **grown = realloc(*arr, (*n + 2) * sizeof(char *));
-
-	if (grown == NULL)
-		return -1;
-	*arr = grown;
-	grown[*n] = strdup(line);
-	if (grown[*n] == NULL) {
-		grown[*n] = NULL;
-		return -1;
-	}
-	grown[++*n] = NULL;
-	return 0;
-}
-
-int sq_lines_append(char ***arr, size_t *n, const char *text)
-{
-	const char *p = text;
-
-	while (p != NULL && *p) {
-		const char *nl = strchr(p, '\n');
-		size_t len = nl ? (size_t)(nl - p) : strlen(p);
-		if (len > 0) {
-			char *line = strndup(p, len);
-			int rc = line ? sq_line_append(arr, n, line) : -1;
-			free(line);
-			if (rc < 0)
-				return -1;
-		}
-		p = nl ? nl + 1 : NULL;
-	}
-	if (*arr == NULL) {
-		*arr = calloc(1, sizeof(char *));
-		return *arr ? 0 : -1;
-	}
-	return 0;
-}
-
-void sq_lines_free(char **arr)
-{
-	for (size_t i = 0; arr != NULL && arr[i] != NULL; i++)
-		free(arr[i]);
-	free(arr);
-}
+#include "strv.h"
 
 #define STANDARD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -81,7 +36,7 @@ int sq_env_put(char ***env, const char *key, const char *value)
 			return 0;
 		}
 	}
-	if (sq_line_append(env, &n, line) < 0) {
+	if (sq_strv_push(env, &n, line) < 0) {
 		free(line);
 		return -1;
 	}
@@ -284,14 +239,14 @@ static int conf_mounts(const struct sq_conf_input *in, char *const job_env[], co
 			return sq_report_fail(msg);
 		}
 		for (size_t i = 0; i < mounts.count; i++)
-			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
+			sq_strv_push(mount_lines, nm, mounts.items[i].fstab);
 		sq_mounts_free(&mounts);
 	}
 	if (in->pmix && sq_pmix_spool_bind(job_env, bind, sizeof(bind)) == 0 &&
 	    sq_mounts_parse(bind, NULL, &mounts, err, sizeof(err)) == 0) {
 		/* PMIx: every step's server directory appears below it (pmix.h). */
 		for (size_t i = 0; i < mounts.count; i++)
-			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
+			sq_strv_push(mount_lines, nm, mounts.items[i].fstab);
 		sq_mounts_free(&mounts);
 	}
 	if (in->opt->mounts != NULL) {
@@ -301,7 +256,7 @@ static int conf_mounts(const struct sq_conf_input *in, char *const job_env[], co
 			return sq_report_fail(err);
 		}
 		for (size_t i = 0; i < mounts.count; i++)
-			sq_line_append(mount_lines, nm, mounts.items[i].fstab);
+			sq_strv_push(mount_lines, nm, mounts.items[i].fstab);
 		sq_mounts_free(&mounts);
 	}
 	return 0;
@@ -329,8 +284,8 @@ static int conf_efa(const struct sq_conf_input *in, char *const job_env[], char 
 		sq_report_fail(err);
 		goto fail;
 	}
-	sq_lines_append(env_lines, ne, plan.env);
-	sq_lines_append(mount_lines, nm, plan.fstab);
+	sq_strv_push_lines(env_lines, ne, plan.env);
+	sq_strv_push_lines(mount_lines, nm, plan.fstab);
 	if (plan.warnings && plan.warnings[0])
 		sq_report_warn(plan.warnings);
 	if (plan.active)
@@ -357,7 +312,7 @@ static int build_conf(const struct sq_conf_input *in, char *const job_env[], con
 	if (sq_env_keep_lines(job_env, in->opt->env, &keep, err, sizeof(err)) < 0)
 		return sq_report_fail(err);
 	for (size_t i = 0; keep[i] != NULL; i++)
-		sq_line_append(env_lines, &ne, keep[i]);
+		sq_strv_push(env_lines, &ne, keep[i]);
 	sq_env_free(keep);
 	if (conf_efa(in, job_env, env_lines, &ne, mount_lines, &nm, hook_argv) < 0)
 		return -1;
@@ -388,8 +343,8 @@ int sq_stepconf_make(const struct sq_conf_input *in, char *const job_env[], cons
 	}
 	rv = 0;
 fail:
-	sq_lines_free(env_lines);
-	sq_lines_free(mount_lines);
+	sq_strv_free(env_lines);
+	sq_strv_free(mount_lines);
 	sq_efa_argv_free(hook_argv);
 	return rv;
 }

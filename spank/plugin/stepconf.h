@@ -66,10 +66,4 @@ int sq_stepfile_write(const char *path, const char *text, char *err, size_t errl
 /* Render spec and write it to path, never over an existing file. */
 int sq_stepconf_write(const char *path, const struct sq_conf_spec *spec, char *err, size_t errlen);
 
-/* Split "A\nB\n" into a NULL-terminated heap array of heap strings appended to *arr
- * (which may be NULL); *n is its length. */
-int sq_lines_append(char ***arr, size_t *n, const char *text);
-int sq_line_append(char ***arr, size_t *n, const char *line);
-void sq_lines_free(char **arr);
-
 #endif
