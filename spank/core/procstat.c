@@ -56,9 +56,9 @@ int sq_procstat_parse(const char *text, size_t len, char *state, unsigned long l
 	return read_number(text, len, &i, starttime);
 }
 
-int sq_procstat_read(long pid, char *state, unsigned long long *starttime)
+ssize_t sq_procstat_text(long pid, char *buf, size_t len)
 {
-	char path[64], buf[1024];
+	char path[64];
 	ssize_t n;
 	int fd;
 
@@ -66,8 +66,16 @@ int sq_procstat_read(long pid, char *state, unsigned long long *starttime)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf));
+	n = read(fd, buf, len);
 	close(fd);
+	return n > 0 ? n : -1;
+}
+
+int sq_procstat_read(long pid, char *state, unsigned long long *starttime)
+{
+	char buf[1024];
+	ssize_t n = sq_procstat_text(pid, buf, sizeof(buf));
+
 	return n > 0 ? sq_procstat_parse(buf, (size_t)n, state, starttime) : -1;
 }
 

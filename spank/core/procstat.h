@@ -10,11 +10,16 @@
 #define SQUALL_CORE_PROCSTAT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Parse the text of /proc/PID/stat. The command name (field 2) is in parentheses and
  * may hold anything, ')' and spaces included, so fields are counted from the last ')'.
  * 0 ok (*state: 'R', 'S', 'T', ...; *starttime: field 22), -1 malformed. */
 int sq_procstat_parse(const char *text, size_t len, char *state, unsigned long long *starttime);
+
+/* Read /proc/PID/stat into buf, once, unterminated (len bytes at most; 1024 hold it). The
+ * bytes read; -1 when the process is gone (or unreadable). */
+ssize_t sq_procstat_text(long pid, char *buf, size_t len);
 
 /* Read and parse /proc/PID/stat. 0 ok, -1 when the process is gone (or unreadable). */
 int sq_procstat_read(long pid, char *state, unsigned long long *starttime);

@@ -83,20 +83,14 @@ int sq_proc_owned_by(long pid, long uid)
  * a zombie, another user). */
 static long session_of(long pid, long uid)
 {
-	char path[64], buf[1024], state;
+	char buf[1024], state;
 	long ppid, pgrp, sid;
 	unsigned long long start;
 	ssize_t n;
-	int fd;
 
 	if (!sq_proc_owned_by(pid, uid))
 		return -1;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
+	n = sq_procstat_text(pid, buf, sizeof(buf));
 	if (n <= 0 || sq_procstat_ids(buf, (size_t)n, &ppid, &pgrp, &sid) < 0 ||
 	    sq_procstat_parse(buf, (size_t)n, &state, &start) < 0 || state == 'Z' || state == 'X')
 		return -1;
