@@ -211,17 +211,17 @@ static void apply_opts(const struct sq_spawn_opts *o)
 		child_fail("cannot change to the directory", o->dir);
 }
 
-static int spawn_with(const char *path, char *const argv[], char *const envp[],
-		      const struct sq_cred *cred, const struct sq_spawn_opts *o, int own_group,
-		      struct sq_child *child, char *err, size_t errlen)
+/* The prologue of every spawn: the capture and /dev/null (child_prepare), then the fork.
+ * Returns 0 in the child, its descriptors placed (pass_fds at 3 and up, stdin from
+ * /dev/null, stdout and stderr to the capture) and its signals reset; in the parent the
+ * child's PID (/dev/null closed, the capture kept in child), or -1 with err (nothing
+ * left open). */
+static pid_t fork_child(const char *path, const int *pass_fds, int npass,
+			struct sq_child *child, char *err, size_t errlen)
 {
-	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0, NULL, NULL, NULL };
-	int devnull, lifted[8];
+	int devnull = child_prepare(path, child, err, errlen), lifted[8];
 	pid_t pid;
 
-	if (o == NULL)
-		o = &none;
-	devnull = child_prepare(path, child, err, errlen);
 	if (devnull < 0)
 		return -1;
 	pid = fork();
@@ -232,10 +232,29 @@ static int spawn_with(const char *path, char *const argv[], char *const envp[],
 		return -1;
 	}
 	if (pid == 0) {
-		lift_fds(o->pass_fds, o->npass, lifted);
+		lift_fds(pass_fds, npass, lifted);
 		stdio_to(devnull, child);
-		place_fds(lifted, o->npass);
+		place_fds(lifted, npass);
 		reset_signals();
+		return 0;
+	}
+	close(devnull);
+	return pid;
+}
+
+static int spawn_with(const char *path, char *const argv[], char *const envp[],
+		      const struct sq_cred *cred, const struct sq_spawn_opts *o, int own_group,
+		      struct sq_child *child, char *err, size_t errlen)
+{
+	static const struct sq_spawn_opts none = { NULL, -1, NULL, 0, NULL, NULL, NULL };
+	pid_t pid;
+
+	if (o == NULL)
+		o = &none;
+	pid = fork_child(path, o->pass_fds, o->npass, child, err, errlen);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
 		if (own_group)
 			(void)setpgid(0, 0);  /* a group of its own: stopped whole (wait_ticking) */
 		join_cgroup(cred, o->cgroup_procs);
@@ -244,7 +263,6 @@ static int spawn_with(const char *path, char *const argv[], char *const envp[],
 		execve(path, argv, envp);
 		child_fail("cannot execute", path);
 	}
-	close(devnull);
 	child->pid = pid;
 	return 0;
 }
@@ -269,23 +287,13 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 		      const struct sq_cred *cred, const int *pass_fds, int npass,
 		      struct sq_child *child, char *err, size_t errlen)
 {
-	int devnull, status;
+	int status;
 	pid_t pid, got;
 
-	devnull = child_prepare(path, child, err, errlen);
-	if (devnull < 0)
+	pid = fork_child(path, pass_fds, npass, child, err, errlen);
+	if (pid < 0)
 		return -1;
-	pid = fork();
-	if (pid < 0) {
-		sq_errf(err, errlen, "cannot fork to run %s: %s", path, strerror(errno));
-		goto fail;
-	}
 	if (pid == 0) {
-		int fds[8];
-		lift_fds(pass_fds, npass, fds);
-		stdio_to(devnull, child);
-		place_fds(fds, npass);
-		reset_signals();
 		become_user(cred);
 		pid = fork();
 		if (pid < 0)
@@ -298,8 +306,6 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 		execve(path, argv, envp);
 		child_fail("cannot execute", path);
 	}
-	close(devnull);
-	devnull = -1;
 	do {
 		got = waitpid(pid, &status, 0);
 	} while (got < 0 && errno == EINTR);
@@ -307,14 +313,10 @@ int sq_spawn_detached(const char *path, char *const argv[], char *const envp[],
 		char why[64];
 		sq_status_text(status, why, sizeof(why));
 		sq_child_failure(child, "starting", why, err, errlen);
-		goto fail;
+		sq_child_close(child);
+		return -1;
 	}
 	return 0;
-fail:
-	if (devnull >= 0)
-		close(devnull);
-	sq_child_close(child);
-	return -1;
 }
 
 void sq_child_close(struct sq_child *child)
