@@ -2,15 +2,17 @@
 python3-matplotlib).
 
 Top: a heat map, one row per rank (grouped by node, a line between nodes), one column per
-step, coloured by the time the rank *held* the step: its length less its wait in the
-all-reduce for slower ranks (the wait beyond the least any rank waited). A starving rank
-shows as a periodic stripe on its row, a slow all-reduce as a bright band over every row,
-a straggler node as bright rows. Bottom: the sections of each rank stacked, averaged over
-the chosen steps (``--range``; the last 20 by default), between the heat map's dashed
-lines."""
+step, coloured by the time the rank *held* the step (its length less its wait in the
+all-reduce for slower ranks: the wait beyond the least any rank waited), as a multiple of
+the job's usual work (the median step less its all-reduce; 1x is black). A balanced job is
+black; a starving rank shows as a periodic stripe on its row, a slow all-reduce as a bright
+band over every row, a straggler node as bright rows. Bottom: the sections of each rank
+stacked, averaged over the chosen steps (``--range``; the last 20 by default), between the
+heat map's dashed lines."""
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +43,17 @@ def held(ranks: Sequence[Rank], numbers: Sequence[int]) -> list[list[float]]:
     return [[b[n].length - (b[n].allreduce - least[n]) for n in numbers] for b in by]
 
 
+def usual_work(ranks: Sequence[Rank], numbers: Sequence[int]) -> float:
+    """The median over ranks and steps of the step less its all-reduce: the work a step
+    usually takes, the heat map's 1x."""
+    by = [{s.number: s for s in r.steps} for r in ranks]
+    return statistics.median(b[n].length - b[n].allreduce for b in by for n in numbers)
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.2g}"
+
+
 def stacked(steps: Sequence[Step]) -> dict[str, float]:
     """Mean seconds per section over ``steps`` (untimed time as ``other``)."""
     out = dict.fromkeys((*KNOWN, "other"), 0.0)
@@ -66,10 +79,13 @@ def draw(ranks: list[Rank], report: Report, out: str,
         raise UsageError(f"--range {first}:{last}: no step there every rank recorded; the "
                          f"job's are {numbers[0]}..{numbers[-1]}")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), height_ratios=(3, 2))
-    image = top.imshow(held(order, numbers), aspect="auto", interpolation="nearest",
-                       cmap="inferno", vmin=0.0, extent=(numbers[0] - 0.5, numbers[-1] + 0.5,
-                                               len(order) - 0.5, -0.5))
-    fig.colorbar(image, ax=top, label="s the rank held the step")
+    cells = held(order, numbers)
+    work = usual_work(order, numbers) or statistics.median(c for row in cells for c in row)
+    ratios = [[c / work for c in row] for row in cells] if work > 0 else cells
+    image = top.imshow(ratios, aspect="auto", interpolation="nearest", cmap="inferno",
+                       vmin=1.0, vmax=max(3.0, max(max(row) for row in ratios)),
+                       extent=(numbers[0] - 0.5, numbers[-1] + 0.5, len(order) - 0.5, -0.5))
+    fig.colorbar(image, ax=top, label=f"x the usual work ({_s(work)} s)")
     top.set_yticks(range(len(order)), [f"rank {r.rank} ({r.node})" for r in order])
     for k in range(1, len(order)):
         if order[k].node != order[k - 1].node:
