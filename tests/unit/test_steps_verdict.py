@@ -87,3 +87,10 @@ def test_no_ranks_is_a_one_line_error() -> None:
 def test_the_slowest_rank_is_the_one_the_others_wait_for() -> None:
     report = judge(simulate(slow_data=(5, 1, 0.2)), job="7")
     assert report.slowest.rank == 5 and report.slowest.node == "node3"
+
+
+def test_the_slowest_rank_counts_a_wait_every_nth_step():
+    """A rank late every 5th step is the one the others wait for, though its median
+    step is like theirs (the mini cluster named rank 0 before this)."""
+    report = judge(simulate(slow_data=(2, 5, 0.6)), job="7")
+    assert report.slowest.rank == 2 and report.slowest.node == "node2"

@@ -211,5 +211,7 @@ def judge(ranks: Sequence[Rank], job: str) -> Report:
     found = [v for v in candidates if v is not None and v.loss_s > max(SHARE * step, FLOOR)]
     verdict = max(found, key=lambda v: v.loss_s) if found and sections else _balanced(
         figs, sections)
-    slowest = max(figs, key=lambda f: f.step_s - f.allreduce_s if sections else f.step_s)
+    held = {r: _mean([s.length - s.allreduce for s in (by_rank[r][n] for n in numbers)])
+            for r in by_rank}  # the mean: a wait every Nth step counts
+    slowest = max(figs, key=lambda f: held[f.rank])
     return Report(job, (numbers[0], numbers[-1]), verdict, figs, slowest, sections)
