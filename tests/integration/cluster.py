@@ -20,9 +20,31 @@ ROOT = Path(__file__).resolve().parents[2]
 NODES = ("node1", "node2", "node3")
 LOGIN = "login"
 USER = "squall"
-# docker-compose.yml: SQUALL_CLUSTER prefixes the container and image names.
-PREFIX = os.environ.get("SQUALL_CLUSTER", "squall")
 UID = 1000
+# The cluster tier runs on several mini clusters side by side, one pytest-xdist worker
+# each (the Makefile's CLUSTERS): worker gwN, N > 0, drives a cluster of its own, named,
+# addressed and given an /fsx after the first one's (extra_cluster_env); gw0, and a
+# process outside xdist, the first one. A test is still alone on its cluster.
+SUBNET_STEP = 4
+
+
+def worker_index() -> int:
+    """This process's pytest-xdist worker number (gw1: 1); 0 outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+def extra_cluster_env(index: int, env: dict[str, str] | None = None) -> dict[str, str]:
+    """SQUALL_CLUSTER, SQUALL_SUBNET and SQUALL_FSX of worker ``index``'s cluster, after
+    the first cluster's in ``env`` (os.environ): NAME-wINDEX, the subnet's third number
+    SUBNET_STEP * INDEX higher, /fsx in FSX-wINDEX."""
+    env = dict(os.environ if env is None else env)
+    name = env.get("SQUALL_CLUSTER", "squall")
+    a, b, c = env.get("SQUALL_SUBNET", "10.203.47").split(".")
+    fsx = env.get("SQUALL_FSX", str(ROOT / ".cluster" / "fsx"))
+    return {"SQUALL_CLUSTER": f"{name}-w{index}",
+            "SQUALL_SUBNET": f"{a}.{b}.{int(c) + SUBNET_STEP * index}",
+            "SQUALL_FSX": f"{fsx}-w{index}"}
 # Slurm's process tracking the session's cluster runs with (docs/cluster.md): cgroup by
 # default, linuxproc when SQUALL_PROCTRACK says so; a test may switch (use_proctrack).
 PROCTRACK_MODES = ("cgroup", "linuxproc")
@@ -49,6 +71,8 @@ class ClusterError(AssertionError):
 class Cluster:
     def __init__(self, fsx_host: Path) -> None:
         self.client = docker.from_env()
+        # docker-compose.yml: SQUALL_CLUSTER prefixes the container and image names.
+        self.name = os.environ.get("SQUALL_CLUSTER", "squall")
         self.fsx_host = fsx_host
         self.nodes = NODES
         self.login = LOGIN
@@ -56,17 +80,26 @@ class Cluster:
 
     # -- containers -------------------------------------------------------------
     def container(self, node: str):
-        return self.client.containers.get(f"{PREFIX}-{node}")
+        return self.client.containers.get(f"{self.name}-{node}")
 
     def running(self) -> bool:
         """All four containers run, from the node image of the release under test."""
         release = os.environ.get("SQUALL_RELEASE", "trixie")
         try:
-            image = self.client.images.get(f"{PREFIX}-node:{release}").id
+            image = self.client.images.get(f"{self.name}-node:{release}").id
             return all(self.container(n).status == "running" and self.container(n).image.id == image
                        for n in (LOGIN, *NODES))
         except docker.errors.NotFound:
             return False
+
+    def serves_fsx(self) -> bool:
+        """The login node's /fsx is fsx_host (not the /fsx of another checkout's run)."""
+        try:
+            mounts = self.container(LOGIN).attrs.get("Mounts") or []
+        except docker.errors.NotFound:
+            return False
+        return any(m.get("Destination") == "/fsx"
+                   and Path(m.get("Source", "")) == self.fsx_host.resolve() for m in mounts)
 
     def proctrack(self) -> str:
         """The process tracking the running containers were created with ("" if unknown)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import ROOT, Cluster, compose
+from .cluster import ROOT, Cluster, compose, extra_cluster_env, worker_index
 from .images import IMAGE_DIR, IMAGE_ENV, build_image
 from .mksbatch_site import DEMO_DIR, Site, copy_squall
 from .pyxis_helpers import plain_image
@@ -48,12 +48,20 @@ def pytest_runtest_makereport(item: pytest.Item,
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Cluster:
+def cluster() -> Iterator[Cluster]:
+    worker = worker_index()
+    first = os.environ.get("SQUALL_CLUSTER", "squall")
+    if worker:
+        # pytest-xdist's worker gwN (N > 0, the Makefile's CLUSTERS): a cluster of its own
+        # beside the first, in this process's environment (cluster.sh and scale.sh read it).
+        os.environ.update(extra_cluster_env(worker))
     fsx = Path(os.environ.get("SQUALL_FSX", ROOT / ".cluster" / "fsx"))
     os.environ["SQUALL_FSX"] = str(fsx)
     c = Cluster(fsx)
     started = False
-    if os.environ.get("SQUALL_REQUIRE_RUNNING_CLUSTER") == "1":
+    if worker:
+        started = extra_cluster_up(c, first)
+    elif os.environ.get("SQUALL_REQUIRE_RUNNING_CLUSTER") == "1":
         # CI: the tests must run on the cluster `make demo` left (the README's order), so
         # never replace it; a node the demo restarted may still be rejoining.
         deadline = time.monotonic() + 90
@@ -70,6 +78,21 @@ def cluster() -> Cluster:
     # Leave a cluster we found running; tear down one we started unless asked to keep it.
     if started and os.environ.get("SQUALL_KEEP_CLUSTER") != "1":
         compose("down")
+
+
+def extra_cluster_up(c: Cluster, first: str) -> bool:
+    """Bring a worker's own cluster up, fresh, from the node image of the first cluster,
+    ``first`` (tagged with this one's name), unless SQUALL_KEEP_CLUSTER=1 left one healthy
+    on this /fsx. True: it was started (and is removed at the end).
+    SQUALL_REQUIRE_RUNNING_CLUSTER=1 binds the first cluster only: this one is the
+    harness's own."""
+    release = os.environ.get("SQUALL_RELEASE", "trixie")
+    c.client.images.get(f"{first}-node:{release}").tag(f"{c.name}-node", release)
+    if os.environ.get("SQUALL_KEEP_CLUSTER") == "1" and c.healthy() and c.serves_fsx():
+        return False  # kept from an earlier run, and from the same image
+    compose("down")
+    compose("up")
+    return True
 
 
 @pytest.fixture(scope="session")
