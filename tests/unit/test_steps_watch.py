@@ -34,6 +34,7 @@ def test_watch_tells_the_slowest_rank_then_the_verdict(tmp_path):
     live = [x for x in lines if x.startswith("job 9: steps: step ")]
     assert len(live) == 1, lines  # said once: it did not change
     assert "slowest rank 2 (node2)" in live[0]
+    assert live[0].startswith("job 9: steps: step 39: 0.28 s a step;")  # the mean, not median
     assert lines[-1] == ("job 9: steps: data loading on rank 2 (node2): every 4th step waits "
                          "0.71 s for its batch")
 

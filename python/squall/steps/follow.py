@@ -15,9 +15,8 @@ from squall.steps.verdict import Report, judge
 def line(report: Report) -> str:
     """One live line: the newest step judged, the step's length, the slowest rank."""
     s = report.slowest
-    figs = report.ranks
-    step = sorted(f.step_s for f in figs)[len(figs) // 2]
-    text = f"step {report.steps[1]}: {step:.2f} s a step; slowest rank {s.rank} ({s.node})"
+    text = (f"step {report.steps[1]}: {report.mean_step_s:.2f} s a step; slowest rank "
+            f"{s.rank} ({s.node})")
     if report.sections:
         text += f": data {s.data_s:.2f} s, compute {s.compute_s:.2f} s"
     return text

@@ -64,10 +64,12 @@ class Report:
     ranks: list[Figures]
     slowest: Figures
     sections: bool
+    mean_step_s: float = 0.0  # over every rank and step judged: a wait every Nth step counts
 
     def to_json(self) -> dict[str, object]:
         return {"job": self.job, "steps": list(self.steps), "verdict": asdict(self.verdict),
                 "slowest": {"rank": self.slowest.rank, "node": self.slowest.node},
+                "mean_step_s": self.mean_step_s,
                 "ranks": [asdict(f) for f in self.ranks]}
 
 
@@ -214,4 +216,6 @@ def judge(ranks: Sequence[Rank], job: str) -> Report:
     held = {r: _mean([s.length - s.allreduce for s in (by_rank[r][n] for n in numbers)])
             for r in by_rank}  # the mean: a wait every Nth step counts
     slowest = max(figs, key=lambda f: held[f.rank])
-    return Report(job, (numbers[0], numbers[-1]), verdict, figs, slowest, sections)
+    mean_step = _mean([by_rank[r][n].length for r in by_rank for n in numbers])
+    return Report(job, (numbers[0], numbers[-1]), verdict, figs, slowest, sections,
+                  round(mean_step, 6))
