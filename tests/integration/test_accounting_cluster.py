@@ -63,8 +63,8 @@ def test_every_image_a_job_ran_is_in_its_admin_comment(
     repo = f"acct/img-{uuid.uuid4().hex[:6]}"
     digest = push(cluster, tools, repo)
     ref = f"{REGISTRY}/{repo}:v1"
-    step = f"srun -N2 --container-image={ref} true"
-    later = f"srun -N1 -w node2 --container-image={ref} true"
+    step = f"srun -N2 --container-image={ref} cat /etc/os-release"
+    later = f"srun -N1 -w node2 --container-image={ref} cat /etc/os-release"
     from_file = f"srun -N1 --container-image={image} true"
     jobid, _ = salloc(cluster, 2, f"{step} && {later} && {from_file}")
     line = sacct(cluster, jobid, "AdminComment", want=image)
