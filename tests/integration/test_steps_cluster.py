@@ -125,3 +125,23 @@ def test_the_plot(cluster: Cluster, job: tuple[str, str], name: str,
     keep = os.environ.get("SQUALL_STEPS_PNG_DIR")
     if keep:
         shutil.copy(png, Path(keep) / png.name)
+
+
+def test_mksbatch_watch_ends_with_the_verdict(cluster: Cluster, job: tuple[str, str]) -> None:
+    """A recipe with a spare: the failover's progress directory is where squall_steps
+    writes, and ``mksbatch --watch`` ends with the verdict (node2 slowed)."""
+    _, base = job
+    recipe = {"name": "steps", "nodes": 2, "spares": 1, "tasks_per_node": 2,
+              "time": "00:10:00", "log_dir": f"{base}/wlogs", "launcher": "srun",
+              "environment": {"PYTHONPATH": f"{base}/python"},
+              "command": ["python3", f"{base}/steps_train.py", "--steps=60",
+                          "--slow-node=node2:0.1"],
+              "failover": {"detect_seconds": 10}}
+    cluster.put(f"{base}/watch.yaml", json.dumps(recipe))  # JSON is YAML
+    cluster.put(f"{base}/wlogs/.keep", "")
+    res = cluster.run(f"cd {base} && python3 -c 'from squall.mksbatch.cli import main; "
+                      "main()' watch.yaml --watch --poll 1", env={"PYTHONPATH": f"{base}/python"},
+                      timeout=170)
+    last = res.out.strip().splitlines()[-1]
+    assert re.fullmatch(r"job \d+: steps: straggler node: node2's ranks are [\d.]+x slower in "
+                        r"compute every step; .*nodename=node2 state=drain.*", last), res.out
