@@ -72,7 +72,7 @@ def test_a_later_step_of_a_tag_runs_without_sqshbuild(
 
 
 def test_a_new_job_resolves_again(cluster: Cluster, ref: str, no_sqshbuild: None) -> None:
-    cluster.run(f"srun -N1 -w node1 --container-image={ref} true", timeout=300)
+    cluster.run(f"srun -N1 -w node1 --container-image={ref} cat /etc/mark", timeout=300)
     cluster.run(f"chmod 0000 {SQSHBUILD}", node="node1", user="root")
-    res = cluster.run(f"srun -N1 -w node1 --container-image={ref} true", check=False)
+    res = cluster.run(f"srun -N1 -w node1 --container-image={ref} cat /etc/mark", check=False)
     assert res.rc != 0 and "sqshbuild" in res.err, res
