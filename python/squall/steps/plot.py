@@ -67,18 +67,8 @@ def stacked(steps: Sequence[Step]) -> dict[str, float]:
     return {k: v / max(1, len(steps)) for k, v in out.items()}
 
 
-def draw(ranks: list[Rank], report: Report, out: str,
-         chosen: tuple[int, int] | None = None) -> None:
-    plt = _pyplot()
-    order = sorted(ranks, key=lambda r: (r.node, r.rank))
-    shared = set.intersection(*({s.number for s in r.steps} for r in order))
-    numbers = sorted(n for n in shared if n >= report.steps[0])
-    first, last = chosen or (numbers[max(0, len(numbers) - 20)], numbers[-1])
-    picked = [n for n in numbers if first <= n <= last]
-    if not picked:
-        raise UsageError(f"--range {first}:{last}: no step there every rank recorded; the "
-                         f"job's are {numbers[0]}..{numbers[-1]}")
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), height_ratios=(3, 2))
+def _heat_map(fig: Any, top: Any, order: list[Rank], numbers: list[int],
+              edges: tuple[int, int]) -> None:
     cells = held(order, numbers)
     work = usual_work(order, numbers) or statistics.median(c for row in cells for c in row)
     ratios = [[c / work for c in row] for row in cells] if work > 0 else cells
@@ -90,10 +80,12 @@ def draw(ranks: list[Rank], report: Report, out: str,
     for k in range(1, len(order)):
         if order[k].node != order[k - 1].node:
             top.axhline(k - 0.5, color="white", linewidth=1.5)
-    for edge in (first - 0.5, last + 0.5):  # the steps stacked below
+    for edge in (edges[0] - 0.5, edges[1] + 0.5):  # the steps stacked below
         top.axvline(edge, color="cyan", linestyle="--", linewidth=1)
     top.set_xlabel("step")
-    top.set_title(f"job {report.job}: {report.verdict.kind}", loc="left")
+
+
+def _sections(bottom: Any, order: list[Rank], picked: list[int]) -> None:
     by = [{s.number: s for s in r.steps} for r in order]
     means = [stacked([b[n] for n in picked]) for b in by]
     base = [0.0] * len(order)
@@ -103,8 +95,26 @@ def draw(ranks: list[Rank], report: Report, out: str,
             bottom.bar(range(len(order)), heights, bottom=base, color=colour, label=name)
             base = [a + b for a, b in zip(base, heights, strict=True)]
     bottom.set_xticks(range(len(order)), [f"{r.rank}\n{r.node}" for r in order])
-    bottom.set_ylabel(f"s a step, steps {first}..{last}")
+    bottom.set_ylabel(f"s a step, steps {picked[0]}..{picked[-1]}")
     bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+
+
+def draw(ranks: list[Rank], report: Report, out: str,
+         chosen: tuple[int, int] | None = None) -> None:
+    """The picture of ``ranks`` into PNG file ``out``; ``chosen``: the steps stacked."""
+    plt = _pyplot()
+    order = sorted(ranks, key=lambda r: (r.node, r.rank))
+    shared = set.intersection(*({s.number for s in r.steps} for r in order))
+    numbers = sorted(n for n in shared if n >= report.steps[0])
+    first, last = chosen or (numbers[max(0, len(numbers) - 20)], numbers[-1])
+    picked = [n for n in numbers if first <= n <= last]
+    if not picked:
+        raise UsageError(f"--range {first}:{last}: no step there every rank recorded; the "
+                         f"job's are {numbers[0]}..{numbers[-1]}")
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), height_ratios=(3, 2))
+    _heat_map(fig, top, order, numbers, (first, last))
+    top.set_title(f"job {report.job}: {report.verdict.kind}", loc="left")
+    _sections(bottom, order, picked)
     fig.text(0.01, 0.005, "\n".join(textwrap.wrap(report.verdict.text, 150)),
              fontsize="small")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
