@@ -14,7 +14,7 @@ test-release: core
 
 # mypy --strict ([tool.mypy] in pyproject.toml) on all of python/squall: a wrong call
 # fails lint.
-MYPY_CLEAN := python/squall spank/core/cffi_build.py
+MYPY_CLEAN := python/squall python/squall_steps spank/core/cffi_build.py
 
 .PHONY: fuzz asan dist dist-check packages test-release deps help core lint unit registry integration test demo images cluster-up cluster-down scale-up scale-down plugin bench clean
 
