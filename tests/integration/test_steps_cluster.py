@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from .cluster import Cluster
+from .images import IMAGE_DIR, MKIMAGE, build_image
 
 pytestmark = pytest.mark.cluster
 HERE = Path(__file__).resolve().parent
@@ -145,3 +147,58 @@ def test_mksbatch_watch_ends_with_the_verdict(cluster: Cluster, job: tuple[str, 
     last = res.out.strip().splitlines()[-1]
     assert re.fullmatch(r"job \d+: steps: straggler node: node2's ranks are [\d.]+x slower in "
                         r"compute every step; .*nodename=node2 state=drain.*", last), res.out
+
+
+# The test image with the node's python3 and its standard library (no squall in it).
+PY_IMAGE = f"{IMAGE_DIR}/python.sqsh"
+ADD_PYTHON = r'''
+py=$(readlink -f "$(type -P python3)")
+cp -L "$py" "$root/usr/bin/python3"
+ldd "$py" | awk '/=>/ && $3 ~ /^\// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}' |
+    while read -r lib; do mkdir -p "$root$(dirname "$lib")"; cp -L "$lib" "$root$lib"; done
+ver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+mkdir -p "$root/usr/lib/python$ver"
+tar -C "/usr/lib/python$ver" --exclude=./test --exclude=./idlelib --exclude=./tkinter \
+    --exclude=./ensurepip --exclude=./site-packages --exclude=./dist-packages -cf - . |
+    tar -C "$root/usr/lib/python$ver" -xf -
+'''
+MARK = 'mkdir -p "$(dirname "$out")"\nmksquashfs'
+
+
+@pytest.fixture(scope="module")
+def python_image(cluster: Cluster) -> str:
+    assert MARK in MKIMAGE  # where the python goes in
+    text = MKIMAGE.replace(MARK, ADD_PYTHON + MARK)
+    return build_image(cluster, PY_IMAGE, "squallpython", node="node1",
+                       script=(f"{IMAGE_DIR}/mkimage-python.sh", text))
+
+
+PROBE = ("import os, squall_steps; squall_steps.step(); squall_steps.step(); "
+         "squall_steps.flush(); print(os.environ['PYTHONPATH'], squall_steps.__file__, "
+         "squall_steps.path())")
+
+
+def test_the_hook_puts_squall_steps_in_a_container(cluster: Cluster, job: tuple[str, str],
+                                                    python_image: str) -> None:
+    """enroot/hooks.d/91-squall-steps.sh in Enroot's hooks.d: a container of an image
+    without squall imports squall_steps, the job's PYTHONPATH first."""
+    _, base = job
+    hook = "/etc/enroot/hooks.d/91-squall-steps.sh"
+    cluster.put(f"{base}/91-squall-steps.sh",
+                (ROOT / "enroot" / "hooks.d" / "91-squall-steps.sh").read_bytes(), mode=0o755)
+    cluster.put(f"{base}/incontainer/.keep", "")
+    cluster.run(f"install -m 0755 {base}/91-squall-steps.sh {hook}", node="node1", user="root")
+    try:
+        res = cluster.run(
+            f"SQUALL_STEPS_PYTHON={base}/python PYTHONPATH=/home/u/lib "
+            f"SQUALL_STEPS_DIR={base}/incontainer srun -N1 -w node1 "
+            f"--container-image={python_image} --container-mounts=/fsx:/fsx "
+            f"python3 -c {shlex.quote(PROBE)}", timeout=120)
+    finally:
+        cluster.run(f"rm -f {hook}", node="node1", user="root")
+    path, module, written = res.out.split()[-3:]
+    assert path == "/home/u/lib:/usr/local/share/squall/python", res.out
+    assert module == "/usr/local/share/squall/python/squall_steps/__init__.py"
+    assert written == f"{base}/incontainer/steps.0"
+    lines = (cluster.fsx_host / written[len("/fsx/"):]).read_text().splitlines()
+    assert lines[0].startswith("squall-steps 1 rank=0 node=node1 ") and len(lines) == 3
