@@ -83,10 +83,12 @@ static char *compiled_for(const char *stamp, const char *sqshbuild, char *err, s
 	return NULL;
 }
 
-static int decide(const char *text, const char *path, char *err, size_t errlen)
+/* 1 accepted (judged), 0 not judged, -1 refused with err. */
+static int decide(const char *text, const char *path, char real[PATH_MAX], char *err,
+		  size_t errlen)
 {
 	struct sq_sqshpolicy_verdict v;
-	char real[PATH_MAX], shown[2 * PATH_MAX + 16];
+	char shown[2 * PATH_MAX + 16];
 
 	if (realpath(path, real) == NULL)
 		return sq_errf(err, errlen, "--container-image=%s: cannot find its real path for "
@@ -95,7 +97,7 @@ static int decide(const char *text, const char *path, char *err, size_t errlen)
 		return sq_errf(err, errlen, "%s is not a compiled policy: remove it (the next "
 			       "step compiles %s again)", SQ_POLICY_COMPILED, SQ_POLICY_FILE);
 	if (v.verdict == SQ_SQSHPOL_ACCEPT)
-		return 0;
+		return v.where != SQ_SQSHPOL_UNJUDGED;
 	if (strcmp(real, path) == 0)
 		snprintf(shown, sizeof(shown), "%s", path);
 	else
@@ -106,7 +108,8 @@ static int decide(const char *text, const char *path, char *err, size_t errlen)
 	return -1;
 }
 
-int sq_filepolicy_check(const char *path, const char *sqshbuild, char *err, size_t errlen)
+int sq_filepolicy_check(const char *path, const char *sqshbuild, char real[PATH_MAX],
+			char *err, size_t errlen)
 {
 	struct stat st;
 	char stamp[128];
@@ -126,7 +129,7 @@ int sq_filepolicy_check(const char *path, const char *sqshbuild, char *err, size
 	text = compiled_for(stamp, sqshbuild, err, errlen);
 	if (text == NULL)
 		return -1;
-	rc = decide(text, path, err, errlen);
+	rc = decide(text, path, real, err, errlen);
 	free(text);
 	return rc;
 }

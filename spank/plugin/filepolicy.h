@@ -12,10 +12,14 @@
 #ifndef SQUALL_PLUGIN_FILEPOLICY_H
 #define SQUALL_PLUGIN_FILEPOLICY_H
 
+#include <limits.h>
 #include <stddef.h>
 
-/* 0 when the site policy lets the file at path run; -1 with the one line in err (a
- * refusal, or a policy that cannot be compiled). sqshbuild: its executable. */
-int sq_filepolicy_check(const char *path, const char *sqshbuild, char *err, size_t errlen);
+/* 1 when the site policy judged the file at path and lets it run: real is its real path,
+ * which the caller runs from then on (a link the user swaps after the check leads
+ * nowhere else); 0 when no policy judges files (real untouched); -1 with the one line in
+ * err (a refusal, or a policy that cannot be compiled). sqshbuild: its executable. */
+int sq_filepolicy_check(const char *path, const char *sqshbuild, char real[PATH_MAX],
+			char *err, size_t errlen);
 
 #endif

@@ -401,6 +401,24 @@ static int build_from_registry(const char *text, const struct sq_image_env *e,
 	return 0;
 }
 
+/* The site policy on a file named by path (filepolicy.h); once judged, the step runs
+ * the real path it accepted. 0 ok, -1 with err. */
+static int judged_file(struct sq_image *out, const char *sqshbuild, char *err, size_t errlen)
+{
+	char real[PATH_MAX];
+	char *copy;
+	int rc = sq_filepolicy_check(out->path, sqshbuild, real, err, errlen);
+
+	if (rc <= 0)
+		return rc;
+	copy = strdup(real);
+	if (copy == NULL)
+		return sq_errf(err, errlen, "out of memory");
+	free(out->path);
+	out->path = copy;
+	return 0;
+}
+
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,
 		     char *err, size_t errlen)
 {
@@ -425,7 +443,7 @@ int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_i
 		snprintf(what, sizeof(what), "--container-image=%s", text);
 		rc = sq_image_check_file(what, out->path, out->identity, err, errlen);
 		if (rc == 0)
-			rc = sq_filepolicy_check(out->path, e->sqshbuild, err, errlen);
+			rc = judged_file(out, e->sqshbuild, err, errlen);
 		break;
 	case SQ_IMAGE_REGISTRY:
 		rc = build_from_registry(text, e, out, err, errlen);

@@ -108,6 +108,17 @@ def test_a_changed_policy_applies_at_the_next_step(
     assert rc != 0 and "carries no signature" in out, out
 
 
+def test_a_link_is_judged_by_the_file_it_leads_to(
+        cluster: Cluster, home_copy: str, policy: Install) -> None:
+    ok = posixpath.join(posixpath.dirname(home_copy), "ok")
+    link = f"{ok}/link.sqsh"
+    cluster.run(f"mkdir -p {ok} && ln -sfn ../x.sqsh {link}")
+    policy(files_policy({"/fsx/home": REJECT, ok: ACCEPT}))
+    rc, out = step(cluster, link)
+    assert rc != 0, out
+    assert f"refuses {link} (really {home_copy}): the scope \"/fsx/home\"" in out, out
+
+
 def test_without_the_transport_or_the_file_every_file_runs(
         cluster: Cluster, home_copy: str, policy: Install) -> None:
     policy({"default": ACCEPT, "transports": {"docker": {"login:5000/nothing-here": REJECT}}})
