@@ -202,3 +202,28 @@ def test_a_step_that_ends_while_its_image_is_sent_leaves_slurmctld_answering(
         assert "still-answering" in cluster.run(f"scontrol show job {jobid}", user="root").out
     finally:
         cluster.run(f"scancel {jobid}", user="root", check=False, timeout=30)
+
+
+def test_a_copy_finished_during_a_job_is_for_the_next_job(cluster: Cluster, image: str) -> None:
+    """Issue 40: when the node-local copy finished mid-job, the next step of that job
+    started a second container from it (1.5 s) instead of joining the kept one."""
+    before = set(cache_entries(cluster))
+    flag = f"/fsx/home/squall/jobs/copy-done-{time.time_ns()}"
+    later = (f"srun -N1 -w {NODE} --container-image={image} --container-log=verbose "
+             "cat /etc/squall-image-id")
+    script = (f"{later}\nwhile [ ! -e {flag} ]; do sleep 0.2; done\n{later}\n")
+    jobid = cluster.sbatch(f"#!/bin/sh\n{script}",
+                           f"-N1 -w {NODE} -o /fsx/home/squall/jobs/copy-done-%j.out")
+    wait_complete(cluster, before)
+    cluster.put(flag, "")
+    cluster.wait_job(jobid, {"COMPLETED"}, timeout=120)
+    text = (cluster.fsx_host / f"home/squall/jobs/copy-done-{jobid}.out").read_text()
+    assert text.split().count("cache-v1") == 2, text
+    timings = [line for line in text.splitlines() if "timings on" in line]
+    assert len(timings) == 2, text
+    assert "extracting it on this node in the background" in timings[0], text
+    assert "kept container of the job reused" in timings[1], text
+    assert "extracted cache hit" not in timings[1], text
+    assert "start container" not in timings[1], text
+    # the next job starts from the copy
+    assert "extracted cache hit" in step(cluster, image, "true").err
