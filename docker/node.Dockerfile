@@ -42,7 +42,8 @@ RUN bash /tmp/enroot/build-enroot.sh /tmp/enroot/enroot.tar.gz \
  && rm -rf /tmp/enroot
 
 # squall from its Debian packages, built here (debhelper) against this image's Slurm headers
-# and Python, and installed with dpkg: the integration tests test the packages.
+# and Python, and installed with dpkg: the integration tests test the packages. The
+# squall_steps hook goes into Enroot's hooks.d as a site installs it (enroot/README.md).
 COPY . /opt/squall/src
 WORKDIR /opt/squall/src
 RUN bash packaging/build-debs.sh /opt/squall/debs \
@@ -50,6 +51,7 @@ RUN bash packaging/build-debs.sh /opt/squall/debs \
  && test "$(stat -c '%U %G %a' /var/lib/squall-builder)" = "squall-builder squall-builder 700" \
  && test "$(getent passwd squall-builder | cut -d: -f7)" = /usr/sbin/nologin \
  && bash docker/write-plugstack.sh /etc/slurm/plugstack.conf \
+ && install -m 0755 /usr/share/squall/enroot/hooks.d/91-squall-steps.sh /etc/enroot/hooks.d/ \
  && rm -f /opt/squall/debs/*-dbgsym_*.deb && rm -rf /opt/squall/src
 WORKDIR /
 ENTRYPOINT ["/usr/local/sbin/squall-node-init"]

@@ -184,6 +184,9 @@ def test_the_hook_puts_squall_steps_in_a_container(cluster: Cluster, job: tuple[
     without squall imports squall_steps, the job's PYTHONPATH first."""
     _, base = job
     hook = "/etc/enroot/hooks.d/91-squall-steps.sh"
+    # every node has it, as the packages' README tells a site to install it
+    for node in ("node1", "node2", "node3"):
+        cluster.run(f"test -x {hook}", node=node, user="root")
     cluster.put(f"{base}/91-squall-steps.sh",
                 (ROOT / "enroot" / "hooks.d" / "91-squall-steps.sh").read_bytes(), mode=0o755)
     cluster.put(f"{base}/incontainer/.keep", "")
@@ -195,7 +198,10 @@ def test_the_hook_puts_squall_steps_in_a_container(cluster: Cluster, job: tuple[
             f"--container-image={python_image} --container-mounts=/fsx:/fsx "
             f"python3 -c {shlex.quote(PROBE)}", timeout=120)
     finally:
-        cluster.run(f"rm -f {hook}", node="node1", user="root")
+        # the node image installs the packaged hook (docker/node.Dockerfile): put it back
+        packaged = "/usr/share/squall/enroot/hooks.d/91-squall-steps.sh"
+        cluster.run(f"if [ -f {packaged} ]; then install -m 0755 {packaged} {hook}; "
+                    f"else rm -f {hook}; fi", node="node1", user="root")
     path, module, written = res.out.split()[-3:]
     assert path == "/home/u/lib:/usr/local/share/squall/python", res.out
     assert module == "/usr/local/share/squall/python/squall_steps/__init__.py"
