@@ -11,8 +11,8 @@ import pytest
 from gate import need_tool
 
 CORE = Path(__file__).resolve().parents[2] / "spank" / "core"
-MODULES = ["strbuf", "quote", "imageref", "imageref_archive", "mounts", "mounts_exist", "env",
-           "config", "options", "conf", "procstat", "unshare"]
+MODULES = ["strbuf", "quote", "imageref", "imageref_archive", "mounts", "mounts_exist", "strv",
+           "env", "config", "options", "conf", "procstat", "unshare"]
 HEX = "0123456789abcdef" * 4
 
 CORPUS = [
