@@ -148,13 +148,16 @@ def render(a: argparse.Namespace, first: dict[str, list[float]],
         "rewritten before each case, so the first step also runs `sqshbuild policy compile` "
         "as root. Medians in ms, timed on the login node (`python bench/bench_policy.py`).",
         "",
-        "| case | first step of the job (ms) | vs none | later steps (ms) | vs none | n later |",
-        "|---|---|---|---|---|---|",
+        "| case | first step of the job (ms) | vs none | later steps (ms) | vs none | "
+        "later p25-p75 (ms) | n later |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name in first:
         f, lt = statistics.median(first[name]), statistics.median(later[name])
+        q = statistics.quantiles(later[name], n=4)
         lines.append(f"| {name} | {f:.1f} | {f - base_first:+.1f} | {lt:.1f} | "
-                     f"{lt - base_later:+.1f} | {len(later[name])} |")
+                     f"{lt - base_later:+.1f} | {q[0]:.1f}-{q[2]:.1f} | "
+                     f"{len(later[name])} |")
     lines += [
         "",
         "sqshbuild's check of a registry image at each build and cache hit (read, parse, "
