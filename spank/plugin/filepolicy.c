@@ -83,6 +83,55 @@ static char *compiled_for(const char *stamp, const char *sqshbuild, char *err, s
 	return NULL;
 }
 
+/* The file at real (no link in it), or a directory between it and the scope that accepted
+ * it, that anyone may write: whoever wrote a file there would have it run as accepted.
+ * 1 with its path and mode, 0 none, -1 a stat failed (errno). */
+static int open_to_all(const char *real, const char *scope, char *which, unsigned int *mode)
+{
+	size_t stop = strlen(scope);
+	struct stat st;
+	char *slash;
+
+	snprintf(which, PATH_MAX, "%s", real);
+	while (strlen(which) > stop) {
+		if (stat(which, &st) < 0)
+			return -1;
+		if (st.st_mode & S_IWOTH) {
+			*mode = (unsigned int)st.st_mode & 07777;
+			return 1;
+		}
+		slash = strrchr(which, '/');
+		if (slash == NULL || slash == which)
+			break;
+		*slash = '\0';
+	}
+	return 0;
+}
+
+/* 0, or -1 with err when the accepting scope holds the file through a place anyone may
+ * write. */
+static int check_writers(const char *shown, const char *real,
+			 const struct sq_sqshpolicy_verdict *v, char *err, size_t errlen)
+{
+	char which[PATH_MAX];
+	unsigned int mode = 0;
+	int rc;
+
+	if (v->where != SQ_SQSHPOL_SCOPE)
+		return 0;
+	rc = open_to_all(real, strcmp(v->scope, "/") == 0 ? "" : v->scope, which, &mode);
+	if (rc < 0)
+		return sq_errf(err, errlen, "the site policy %s cannot check %s: %s: %s",
+			       SQ_POLICY_FILE, shown, which, strerror(errno));
+	if (rc == 0)
+		return 0;
+	return sq_errf(err, errlen, "the site policy %s refuses %s: the scope \"%s\" of "
+		       "transport squall-sqsh accepts it, but %s may be written by anyone (mode "
+		       "%04o): keep images where only trusted accounts can write, or ask the "
+		       "site's administrators (docs/registries.md)", SQ_POLICY_FILE, shown,
+		       v->scope, which, mode);
+}
+
 /* 1 accepted (judged), 0 not judged, -1 refused with err. */
 static int decide(const char *text, const char *path, char real[PATH_MAX], char *err,
 		  size_t errlen)
@@ -96,12 +145,13 @@ static int decide(const char *text, const char *path, char real[PATH_MAX], char 
 	if (sq_sqshpolicy_decide(text, real, &v) < 0)
 		return sq_errf(err, errlen, "%s is not a compiled policy: remove it (the next "
 			       "step compiles %s again)", SQ_POLICY_COMPILED, SQ_POLICY_FILE);
-	if (v.verdict == SQ_SQSHPOL_ACCEPT)
-		return v.where != SQ_SQSHPOL_UNJUDGED;
 	if (strcmp(real, path) == 0)
 		snprintf(shown, sizeof(shown), "%s", path);
 	else
 		snprintf(shown, sizeof(shown), "%s (really %s)", path, real);
+	if (v.verdict == SQ_SQSHPOL_ACCEPT)
+		return check_writers(shown, real, &v, err, errlen) < 0
+			? -1 : v.where != SQ_SQSHPOL_UNJUDGED;
 	if (sq_sqshpolicy_refusal(SQ_POLICY_FILE, shown, &v, err, errlen) < 0)
 		return sq_errf(err, errlen, "the site policy %s refuses %s", SQ_POLICY_FILE,
 			       real);

@@ -119,6 +119,25 @@ def test_a_link_is_judged_by_the_file_it_leads_to(
     assert f"refuses {link} (really {home_copy}): the scope \"/fsx/home\"" in out, out
 
 
+def test_a_file_anyone_may_write_or_replace_under_an_accepted_scope_is_refused(
+        cluster: Cluster, home_copy: str, policy: Install) -> None:
+    top = posixpath.dirname(home_copy)
+    shared = f"{top}/shared"
+    cluster.run(f"mkdir -p {shared} && cp -f {home_copy} {shared}/y.sqsh && "
+                f"chmod 1777 {shared} && chmod 0644 {shared}/y.sqsh")
+    policy(files_policy({top: ACCEPT, "": REJECT}))
+    rc, out = step(cluster, f"{shared}/y.sqsh")
+    assert rc != 0, out
+    assert (f"refuses {shared}/y.sqsh: the scope \"{top}\" of transport squall-sqsh accepts "
+            f"it, but {shared} may be written by anyone (mode 1777)") in out, out
+    cluster.run(f"chmod 0755 {shared} && chmod 0666 {shared}/y.sqsh")
+    rc, out = step(cluster, f"{shared}/y.sqsh")
+    assert rc != 0 and f"but {shared}/y.sqsh may be written by anyone (mode 0666)" in out, out
+    cluster.run(f"chmod 0644 {shared}/y.sqsh")
+    rc, out = step(cluster, f"{shared}/y.sqsh")
+    assert rc == 0 and "ran-ok" in out, out
+
+
 def test_without_the_transport_or_the_file_every_file_runs(
         cluster: Cluster, home_copy: str, policy: Install) -> None:
     policy({"default": ACCEPT, "transports": {"docker": {"login:5000/nothing-here": REJECT}}})
