@@ -342,6 +342,7 @@ static int memo_hit(const char *text, const struct sq_image_env *e, struct sq_im
 	}
 	out->path = path;
 	out->from_registry = 1;
+	out->from_memo = 1;
 	return 1;
 }
 

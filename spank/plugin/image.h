@@ -27,6 +27,7 @@ struct sq_image {
 	char *path;           /* absolute path of the .sqsh (heap) */
 	char identity[17];    /* 16 hex digits */
 	int from_registry;
+	int from_memo;        /* a later step's: what an earlier step got (pinmemo.h) */
 	char note[2048];      /* "" or lines for srun's stderr (the builder's fallback) */
 };
 

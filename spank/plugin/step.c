@@ -126,6 +126,8 @@ static int read_ids(struct sq_step *s, spank_t sp)
 		return 0;
 	if (spank_get_item(sp, S_JOB_NODEID, &s->nodeid) != ESPANK_SUCCESS)
 		s->nodeid = 0;
+	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &s->total_tasks) != ESPANK_SUCCESS)
+		s->total_tasks = 0;
 	if (spank_get_item(sp, S_JOB_UID, &s->uid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_GID, &s->gid) != ESPANK_SUCCESS) {
 		/* Never run a container step on the host because an item was missing. */
@@ -195,6 +197,29 @@ static void mark_job_names(const struct sq_step *s)
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd >= 0)
 		close(fd);
+}
+
+/* Remove the "squall: job KEY pinned REF to ..." line from note (image.h), in place. */
+static void drop_pin_line(char *note)
+{
+	static const char prefix[] = "squall: job ";
+	char *line = note;
+
+	while (line != NULL && *line != '\0') {
+		char *end = strchr(line, '\n');
+		size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+		if (strncmp(line, prefix, sizeof(prefix) - 1) == 0 &&
+		    memmem(line, len, " pinned ", 8) != NULL) {
+			char *rest = end != NULL ? end + 1 : line + len;
+			memmove(line, rest, strlen(rest) + 1);
+			/* a trailing newline left by the removed last line */
+			len = strlen(note);
+			if (len > 0 && note[len - 1] == '\n')
+				note[len - 1] = '\0';
+			continue;
+		}
+		line = end != NULL ? end + 1 : NULL;
+	}
 }
 
 /* The job's key for sqshbuild's pins: CLUSTER-UID-JOBID. The uid and job id are
@@ -289,11 +314,15 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 	}
 	t0 = sq_now();
 	rc = sq_image_resolve(s->opt->image, &ienv, &s->image, err, sizeof(err));
-	if (s->image.from_registry || (rc < 0 && registry)) {
+	if ((s->image.from_registry && !s->image.from_memo) || (rc < 0 && registry)) {
 		/* sqshbuild ran (a pull, or a hit in the shared cache): the node's metrics */
 		s->build = rc == 0;
 		s->build_s = sq_now() - t0;
 	}
+	/* The pin line where Pyxis says its import lines (a step of one task, the batch
+	 * step) or with --container-log=verbose: other steps' stderr stays as Pyxis's. */
+	if (!s->verbose && s->stepid != SQ_STEP_BATCH && s->total_tasks > 1)
+		drop_pin_line(s->image.note);
 	/* The builder's lines (it may not pull this: built as the user) */
 	sq_report_warn(s->image.note);
 	return rc < 0 ? sq_report_fail(err) : 0;

@@ -64,6 +64,7 @@ struct sq_step {
 	uid_t uid;
 	gid_t gid;
 	uint32_t jobid, stepid, nodeid;
+	uint32_t total_tasks;  /* the step's tasks on all nodes (0: not known) */
 	struct sq_cred cred_root;   /* for calls made as root (exit): with the groups */
 	struct sq_cred cred_user;   /* for calls made as the user (user_init) */
 	char runtime_dir[PATH_MAX];

@@ -52,12 +52,26 @@ def test_a_cached_tag_on_three_nodes_in_two_steps_asks_the_registry_once(
     cluster.run(f"srun -N1 -w node1 --container-image={ref} cat /etc/mark",
                 timeout=300)  # cached
     mark = log_mark(cluster)
-    step = f"srun -N3 --container-image={ref} cat /etc/mark"
+    step = f"srun -N3 --container-image={ref} --container-log=verbose cat /etc/mark"
     res = cluster.run(f"salloc -N3 -Q bash -c {shlex.quote(f'{step}; {step}')}", timeout=300)
     assert res.out.split() == ["one"] * 6, res
     assert manifest_gets(cluster, repo, mark) <= 1, res
     pinned = [ln for ln in res.err.splitlines() if " pinned " in ln]
     assert len(pinned) == 1 and pinned[0].startswith("squall: job ") and ref in pinned[0], res
+
+
+def test_the_pin_line_stands_only_where_pyxis_says_its_import_lines(
+        cluster: Cluster, tools: str) -> None:
+    """Pyxis prints its import lines for a step of one task and the batch step: a step of
+    several tasks keeps srun's stderr as Pyxis's, unless --container-log=verbose."""
+    repo = f"pin/line-{uuid.uuid4().hex[:6]}"
+    push_marked(cluster, tools, repo, "line")
+    ref = f"{REGISTRY}/{repo}:v1"
+    many = cluster.run(f"srun -N3 --container-image={ref} cat /etc/mark", timeout=300)
+    assert many.out.split() == ["line"] * 3 and " pinned " not in many.err, many
+    one = cluster.run(f"srun -N1 --container-image={ref} cat /etc/mark", timeout=300)
+    assert one.out.split() == ["line"], one
+    assert sum(" pinned " in ln for ln in one.err.splitlines()) == 1, one
 
 
 def test_a_tag_moved_between_two_steps_changes_nothing_in_the_job(

@@ -121,8 +121,8 @@ def test_sixteen_nodes_start_a_new_tag_with_one_pull(scale: Cluster,
     repo = f"scale/smoke-{uuid.uuid4().hex[:6]}"
     digest = push(scale, tools, repo, "smoke")
     mark = log_mark(scale)
-    res = scale.run(f"srun -N{NODES} --container-image=login:5000/{repo}:v1 cat /etc/mark",
-                    node=SCALE, timeout=600)
+    res = scale.run(f"srun -N{NODES} --container-image=login:5000/{repo}:v1 "
+                    "--container-log=verbose cat /etc/mark", node=SCALE, timeout=600)
     assert res.out.split() == ["smoke"] * NODES, res
     manifests, blobs = requests(scale, repo, mark)
     assert manifests == 1 and blobs == 3, (manifests, blobs, res)  # 2 layers + config
