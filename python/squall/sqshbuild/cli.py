@@ -24,7 +24,7 @@ from squall.cliutil import (
     version_option,
 )
 from squall.errors import SquallError, UsageError
-from squall.sqshbuild import boundread, jsonbound
+from squall.sqshbuild import boundread, filepolicy, jsonbound
 from squall.sqshbuild.build import BuildOptions, build
 from squall.sqshbuild.cache import convert as cache_convert
 from squall.sqshbuild.cache import gc as cache_gc
@@ -33,7 +33,7 @@ from squall.sqshbuild.cache.layout import default_cache_dir, parse_size, user_ca
 from squall.sqshbuild.cache.leftovers import remove_dead_work_dirs
 from squall.sqshbuild.cache.pins import check_job
 from squall.sqshbuild.deputy import Deputy
-from squall.sqshbuild.policy_cli import policy_group
+from squall.sqshbuild.policy import policy_path
 from squall.sqshbuild.progress import ProgressLines, Reporter, human
 from squall.sqshbuild.squash import COMPRESSORS, DEFAULT_LEVEL, ENROOT_COMPAT, SquashOptions
 from squall.sqshbuild.trust import builder_name, is_writer
@@ -399,7 +399,26 @@ def convert_cache(cache_dir: Path | None, as_json: bool) -> None:
                f"{done.old}: look at it and remove it")
 
 
-cli.add_command(policy_group)
+
+@cli.group("policy", context_settings=CONTEXT_SETTINGS)
+def policy_group() -> None:
+    """The site image policy (/etc/containers/policy.json, docs/registries.md)."""
+
+
+@policy_group.command("compile")
+@click.option("--output", type=click.Path(path_type=Path, dir_okay=False),
+              default=filepolicy.COMPILED, show_default=True,
+              help="Where the compiled scope for local files goes.")
+@json_option
+@output_options
+def policy_compile(output: Path, as_json: bool) -> None:
+    """Compile the policy's squall-sqsh transport (.sqsh files named by path) for the
+    plugin, which runs this as root when the policy file changed."""
+    filepolicy.compile_file(policy_path(), output)
+    if as_json:
+        click.echo(json.dumps({"policy": str(policy_path()), "output": str(output)}))
+        return
+    log.info("%s: compiled from %s", output, policy_path())
 
 main = run_cli(cli, "sqshbuild")
 
