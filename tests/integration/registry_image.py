@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 from .cluster import Cluster
@@ -84,8 +85,13 @@ print(json.dumps({"digest": digest, "blobs": sorted(Image(layers, config).blobs(
 '''
 
 
-def push(cluster: Cluster, tools: str, repo: str, big_mb: int = 0) -> dict:
-    res = cluster.run(f"python3 {tools}/push.py {repo} v1 {big_mb}", node="login", timeout=300)
+def push(cluster: Cluster, tools: str, repo: str, big_mb: int = 0, mark: str = "") -> dict:
+    """Push the test image as REPO:v1. Without ``mark`` every push is the same image (one
+    digest, which an earlier test on the cluster may have cached); with it, an image of
+    its own (MARK)."""
+    env = f"MARK={shlex.quote(mark)} " if mark else ""
+    res = cluster.run(f"{env}python3 {tools}/push.py {repo} v1 {big_mb}", node="login",
+                      timeout=300)
     return json.loads(res.out.strip().splitlines()[-1])
 
 

@@ -164,7 +164,8 @@ def test_pyxis_plugstack_use_enroot_load(cluster: Cluster, tools: str) -> None:
     that its own words reach srun in one line, and that the shared cache was not used; the
     pull itself is not verified here."""
     repo = f"test/load-{uuid.uuid4().hex[:8]}"
-    pushed = push(cluster, tools, repo)
+    # An image of its own: the default one may be in the cache from an earlier test.
+    pushed = push(cluster, tools, repo, mark=repo)
     cached = cluster.fsx_host / "squall/images" / f"sha256-{pushed['digest'].split(':')[1]}.sqsh"
     with plugstack_args(cluster, f"{current_args(cluster)} use_enroot_load=1"):
         res = cluster.run(f"SQSHBUILD_INSECURE_REGISTRIES={REGISTRY} srun -N1 -w {NODE} "
