@@ -103,6 +103,20 @@ print(f"seconds from the kill to every rank training again: {float(sys.argv[3]):
       f"steps lost (done again after the kill): {lost}; Slurm requeues: {sys.argv[4]}")
 sys.exit(0 if ok and sys.argv[4] == "0" else 1)
 PY
+# What an admin asks afterwards: which image did this job run? Slurm's accounting keeps it
+# (docs/admin.md); slurmdbd is written asynchronously, so wait for it a little.
+recorded=""
+for _ in $(seq 30); do
+  # the last record: a failover that drops the dead node resizes the job (RESIZING first)
+  recorded=$(docker exec "$name-login" sacct -j "$jobid" -X -n -P -o AdminComment 2>/dev/null |
+    tail -n 1 || true)
+  case "$recorded" in *squall-image=*) break ;; esac
+  sleep 1
+done
+case "$recorded" in
+  *squall-image=*) echo "the image job $jobid ran, in Slurm's accounting (sacct -o AdminComment): $recorded" ;;
+  *) fail "sacct shows no image for job $jobid (AdminComment: '${recorded}')" ;;
+esac
 # Boot it again as an admin does after a dead node: mark it DOWN, then start it; it
 # rejoins by itself (ReturnToService=2). The job ended before Slurm noticed the death,
 # and Slurm did not always set the node DOWN after that: CI saw it completing the dead
