@@ -99,9 +99,16 @@ COVERAGE_DIR := build/coverage
 UNIT_FAIL_UNDER := 75
 # $(1) runs in PYTEST_WORKERS processes (pytest-xdist): the unit and registry tiers spend
 # most of their time waiting on runtimes, subprocesses and sockets, not on a CPU. $(3), the
-# cluster tier, runs after it in one process, a test at a time, on the one mini cluster.
+# cluster tier, runs after it on CLUSTERS mini clusters side by side, one worker each, a
+# test at a time on each (whole files: --dist loadfile, the slowest first): the first is
+# the one `make demo` left (or the one the tier brings up), the others the tier brings up
+# itself and removes at the end (tests/integration/conftest.py, SQUALL_REQUIRE_RUNNING_CLUSTER
+# binds the first only). Most of the cluster tier's time is spent waiting on Slurm's
+# timers, not on a CPU: two clusters fit two cores. CLUSTERS=1 runs it on one.
 # Every tier runs even when an earlier one failed, so that CI shows every failure at once.
 PYTEST_WORKERS ?= 4
+CLUSTERS ?= 2
+CLUSTER_TIER := -n $(CLUSTERS) --dist loadfile --no-loadscope-reorder tests/integration
 define covered
 	rm -rf $(COVERAGE_DIR) && mkdir -p -m 1777 $(COVERAGE_DIR)
 	rc=0; \
@@ -136,10 +143,10 @@ scale-down:
 	bash docker/scale/scale.sh down
 
 integration: core images
-	$(PYTEST) tests/integration
+	$(PYTEST) $(CLUSTER_TIER)
 
 test: lint core images
-	$(call covered,tests/unit tests/registry,,tests/integration)
+	$(call covered,tests/unit tests/registry,,$(CLUSTER_TIER))
 
 demo: core images
 	bash docker/demo.sh
