@@ -107,8 +107,10 @@ UNIT_FAIL_UNDER := 75
 # timers, not on a CPU: two clusters fit two cores. CLUSTERS=1 runs it on one.
 # Every tier runs even when an earlier one failed, so that CI shows every failure at once.
 PYTEST_WORKERS ?= 4
+# Each test's time goes to build/junit/cluster.xml (.ci/module-times.py sums it by module).
 CLUSTERS ?= 2
-CLUSTER_TIER := -n $(CLUSTERS) --dist loadfile --no-loadscope-reorder tests/integration
+CLUSTER_TIER := -n $(CLUSTERS) --dist loadfile --no-loadscope-reorder \
+	--junitxml=build/junit/cluster.xml tests/integration
 define covered
 	rm -rf $(COVERAGE_DIR) && mkdir -p -m 1777 $(COVERAGE_DIR)
 	rc=0; \
