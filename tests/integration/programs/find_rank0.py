@@ -11,12 +11,15 @@ MODE says where rank 0 is, as programs written each way believe it:
 - ``nodeid``: the node whose ``SLURM_NODEID`` is 0 hosts the store: it writes its name
   next to the checkpoints, the others read it;
 - ``mpi``: rank and world from Open MPI (``OMPI_COMM_WORLD_RANK``/``SIZE``), rank 0 at
-  ``MASTER_ADDR`` (mpirun's first host).
+  ``MASTER_ADDR`` (mpirun's first host);
+- ``all``: the first four at once (one job checks every way; the all-reduce meets at the
+  first, ``master_addr``'s).
 
 Rank and world come from ``SLURM_PROCID``/``SLURM_NTASKS`` (but ``mpi``). The rank that
-is 0 checks that it runs where the others will look for it, and exits 2 with one line if
-not: a relaunch that breaks Slurm's meaning of a rank variable fails at once instead of
-timing out. Then it execs ALLREDUCE_PY with --rank, --world, --master-addr and
+is 0 checks that it runs where the others will look for it, and exits 2 with one line per
+way that says otherwise; under ``all`` every other rank checks that the ways agree, and
+exits 2 if not: a relaunch that breaks Slurm's meaning of a rank variable fails at once
+instead of timing out. Then it execs ALLREDUCE_PY with --rank, --world, --master-addr and
 --master-port (not derived from MASTER_PORT except in master_addr and mpi modes).
 Standard library only.
 """
@@ -71,6 +74,25 @@ def store_host(directory: str) -> str:
         return fh.read().strip()
 
 
+WAYS = ("master_addr", "step_nodelist", "nodelist", "nodeid")
+
+
+def rank0_at(mode: str, rest: list[str], derived: int) -> tuple[str, int]:
+    """Where ``mode`` says rank 0 is: its host and the all-reduce's port."""
+    if mode in ("master_addr", "mpi"):
+        return env("MASTER_ADDR"), int(env("MASTER_PORT"))
+    if mode == "step_nodelist":
+        return first_host(env("SLURM_STEP_NODELIST")), derived
+    if mode == "nodelist":
+        return first_host(env("SLURM_NODELIST")), derived
+    if mode == "nodeid":
+        ckdir = next((a.split("=", 1)[1] for a in rest if a.startswith("--checkpoint-dir=")),
+                     ".")
+        os.makedirs(ckdir, exist_ok=True)
+        return store_host(ckdir), derived
+    sys.exit(f"find_rank0: unknown mode {mode}")
+
+
 def main() -> int:
     mode, program, *rest = sys.argv[1:]
     if mode == "mpi":
@@ -79,22 +101,19 @@ def main() -> int:
         rank, world = int(env("SLURM_PROCID")), int(env("SLURM_NTASKS"))
     derived = 31000 + int(env("SLURM_JOB_ID")) % 100 * 10 + \
         int(os.environ.get("SLURM_STEP_ID", "0")) % 10
-    if mode in ("master_addr", "mpi"):
-        host, port = env("MASTER_ADDR"), int(env("MASTER_PORT"))
-    elif mode == "step_nodelist":
-        host, port = first_host(env("SLURM_STEP_NODELIST")), derived
-    elif mode == "nodelist":
-        host, port = first_host(env("SLURM_NODELIST")), derived
-    elif mode == "nodeid":
-        ckdir = next((a.split("=", 1)[1] for a in rest if a.startswith("--checkpoint-dir=")),
-                     ".")
-        os.makedirs(ckdir, exist_ok=True)
-        host, port = store_host(ckdir), derived
-    else:
-        sys.exit(f"find_rank0: unknown mode {mode}")
+    modes = WAYS if mode == "all" else (mode,)
+    found = {m: rank0_at(m, rest, derived) for m in modes}
+    host, port = found[modes[0]]
     me = socket.gethostname()
-    if rank == 0 and host != me:
-        print(f"find_rank0: rank 0 runs on {me}, but {mode} says rank 0 is on {host}",
+    if rank == 0 and any(h != me for h, _ in found.values()):
+        for m, (h, _) in found.items():
+            if h != me:
+                print(f"find_rank0: rank 0 runs on {me}, but {m} says rank 0 is on {h}",
+                      file=sys.stderr, flush=True)
+        return 2
+    if len({h for h, _ in found.values()}) > 1:
+        print(f"find_rank0: rank {rank} on {me}: the ways disagree where rank 0 is: "
+              + ", ".join(f"{m} {h}" for m, (h, _) in found.items()),
               file=sys.stderr, flush=True)
         return 2
     os.execv(sys.executable, [sys.executable, program, f"--rank={rank}", f"--world={world}",
