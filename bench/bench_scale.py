@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.integration.cluster import Cluster  # noqa: E402
-from tests.integration.test_sqshbuild_cluster import PUSH  # noqa: E402
+from tests.integration.registry_image import PUSH  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 TOOLS = "/fsx/squall-tests/scale-bench"
