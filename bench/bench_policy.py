@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "python"))
 from tests.integration.cluster import Cluster  # noqa: E402
 from tests.integration.images import IMAGE_DIR, IMAGE_ENV, build_image  # noqa: E402
 
-from squall.sqshbuild import policy  # noqa: E402
+from squall.sqshbuild import policy, policy_names  # noqa: E402
 
 POLICY = "/etc/containers/policy.json"
 ACCEPT = [{"type": "insecureAcceptAnything"}]
@@ -80,7 +80,7 @@ def steps_in_job(cluster: Cluster, node: str, image: str, steps: int) -> list[fl
 
 def host_checks(n: int) -> dict[str, float]:
     """µs per sqshbuild policy check of a registry image (load + look up), in-process."""
-    img = policy.image_name("login:5000", "team/app", "v3", "")
+    img = policy_names.image_name("login:5000", "team/app", "v3", "")
     out = {}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "policy.json"

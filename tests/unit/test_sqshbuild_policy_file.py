@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from squall.errors import SquallError
 from squall.sqshbuild import policy
-from squall.sqshbuild.policy import image_name, load, parse
+from squall.sqshbuild.policy import load, parse
+from squall.sqshbuild.policy_names import image_name
 
 P = Path("/etc/containers/policy.json")
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from squall.sqshbuild.policy import ImageName, image_name, parse, scope_names
+from squall.sqshbuild.policy import parse
+from squall.sqshbuild.policy_names import ImageName, image_name, scope_names
 
 DIGEST = "sha256:" + "ab" * 32
 

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
 from squall.errors import SquallError
-from squall.sqshbuild.policy import SignedIdentity, image_name, parse_reference
+from squall.sqshbuild.policy_names import SignedIdentity, image_name, parse_reference
 from squall.sqshbuild.sigstore import load_public_key, parse_payload, signature_tag, verify
 
 DIGEST = "sha256:" + "0f" * 32
