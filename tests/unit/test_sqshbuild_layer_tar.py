@@ -1,4 +1,4 @@
-"""The layer tar a download writes, across its attempts (layers._LayerTar)."""
+"""The layer tar a download writes, across its attempts (layerfiles.LayerTar)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from squall.sqshbuild.layers import _LayerTar, _Mismatch
+from squall.sqshbuild.layerfiles import LayerTar, Mismatch
 
 BLOB = b"a plain layer tar's bytes " * 200  # neither gzip nor zstd: copied as is
 
@@ -18,7 +18,7 @@ def digest(data: bytes) -> str:
 
 def test_a_restart_neither_counts_a_byte_twice_nor_keeps_the_first_bytes(tmp_path):
     seen: list[int] = []
-    tar = _LayerTar(tmp_path / "l.tar.tmp", digest(BLOB), seen.append)
+    tar = LayerTar(tmp_path / "l.tar.tmp", digest(BLOB), seen.append)
     tar.start()
     tar.feed(BLOB[:3000])
     tar.start()  # the registry could not resume: from the first byte again
@@ -32,7 +32,7 @@ def test_a_restart_neither_counts_a_byte_twice_nor_keeps_the_first_bytes(tmp_pat
 
 
 def test_a_cut_goes_on_into_the_same_file(tmp_path):
-    tar = _LayerTar(tmp_path / "l.tar.tmp", digest(BLOB), None)
+    tar = LayerTar(tmp_path / "l.tar.tmp", digest(BLOB), None)
     tar.start()
     tar.feed(BLOB[:2000])
     inode = (tmp_path / "l.tar.tmp").stat().st_ino
@@ -43,10 +43,10 @@ def test_a_cut_goes_on_into_the_same_file(tmp_path):
 
 
 def test_other_bytes_are_not_published_and_leave_nothing(tmp_path):
-    tar = _LayerTar(tmp_path / "l.tar.tmp", digest(BLOB), None)
+    tar = LayerTar(tmp_path / "l.tar.tmp", digest(BLOB), None)
     tar.start()
     tar.feed(BLOB[:-1] + b"!")
-    with pytest.raises(_Mismatch):
+    with pytest.raises(Mismatch):
         tar.publish(tmp_path / "l.tar", "test")
     tar.close()
     assert not list(tmp_path.iterdir())
@@ -56,7 +56,7 @@ def test_other_bytes_are_not_published_and_leave_nothing(tmp_path):
 def test_a_gzip_blob_in_small_pieces_is_inflated(tmp_path, piece):
     """A slow link may bring the first bytes one by one: the format is told from enough."""
     blob = gzip.compress(BLOB)
-    tar = _LayerTar(tmp_path / "l.tar.tmp", digest(blob), None)
+    tar = LayerTar(tmp_path / "l.tar.tmp", digest(blob), None)
     tar.start()
     for i in range(0, len(blob), piece):
         tar.feed(blob[i:i + piece])
@@ -66,7 +66,7 @@ def test_a_gzip_blob_in_small_pieces_is_inflated(tmp_path, piece):
 
 
 def test_a_blob_shorter_than_a_magic_number_is_kept(tmp_path):
-    tar = _LayerTar(tmp_path / "l.tar.tmp", digest(b"ab"), None)
+    tar = LayerTar(tmp_path / "l.tar.tmp", digest(b"ab"), None)
     tar.start()
     tar.feed(b"a")
     tar.feed(b"b")

@@ -1,6 +1,6 @@
 """A build waiting for another's download of a layer (issue 39): when it stops waiting
 (layerwait.HolderWatch), what its progress lines say, and that the first verified copy of
-a layer is never replaced (noreplace.place_new, layers._LayerTar.publish)."""
+a layer is never replaced (noreplace.place_new, layerfiles.LayerTar.publish)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from squall.sqshbuild import noreplace
 from squall.sqshbuild.cache.leftovers import remove_dead_temps
-from squall.sqshbuild.layers import _LayerTar
+from squall.sqshbuild.layerfiles import LayerTar
 from squall.sqshbuild.layerwait import FLOOR, HolderWatch, status
 from squall.sqshbuild.progress import ProgressLines, Reporter, describe
 
@@ -164,7 +164,7 @@ def test_a_download_that_finishes_second_keeps_the_copy_placed_first(tmp_path, p
     placed = final.stat().st_ino
     partial = tmp_path / "l.partial"
     partial.write_bytes(blob)
-    tar = _LayerTar(tmp_path / "l.tar.tmp", digest, None, partial)
+    tar = LayerTar(tmp_path / "l.tar.tmp", digest, None, partial)
     tar.start()
     tar.feed(blob)
     tar.publish(final, "test")
@@ -178,7 +178,7 @@ def test_a_download_that_finishes_second_keeps_the_copy_placed_first(tmp_path, p
 def test_bytes_are_counted_as_they_come_and_never_twice(tmp_path):
     seen: list[int] = []
     blob = b"x" * 5000
-    tar = _LayerTar(tmp_path / "l.tar.tmp", "sha256:" + hashlib.sha256(blob).hexdigest(),
+    tar = LayerTar(tmp_path / "l.tar.tmp", "sha256:" + hashlib.sha256(blob).hexdigest(),
                     seen.append)
     tar.start()
     for _ in range(10):

@@ -10,7 +10,7 @@ A download in progress is ``<hex>.partial``, guarded by a :class:`SharedLock`
 (``<hex>.lock``) so two builders never write the same file. An interrupted download (error,
 SIGKILL) leaves the partial file; the next build hashes what is there and asks the
 registry for the rest with ``Range: bytes=N-``. Within a build, a connection cut mid-layer
-goes on the same way into the same layer tar (:class:`_LayerTar`). The bytes are hashed
+goes on the same way into the same layer tar (:class:`LayerTar`). The bytes are hashed
 and decompressed (:mod:`squall.sqshbuild.inflate`) into ``<hex>.tar.tmp`` as they
 arrive; only when the digest matches is that renamed to ``<hex>.tar`` (and the partial
 blob deleted); the fsync follows in the background and ends with an ``<hex>.ok`` marker,
@@ -51,8 +51,21 @@ from squall.log import log
 from squall.sqshbuild import safefs
 from squall.sqshbuild.cache.layout import fsync_dir, work_dir_prefix
 from squall.sqshbuild.cache.leftovers import remove_dead_temps
-from squall.sqshbuild.inflate import SNIFF_BYTES, Decoder
 from squall.sqshbuild.jsonbound import check as check_depth
+from squall.sqshbuild.layerfiles import (
+    Beaten,
+    LayerTar,
+    Mismatch,
+    Progress,
+    Retry,
+    TooLong,
+    ensure_dir,
+    file_size,
+    fsync_file,
+    longer,
+    mark_ok,
+    open_partial,
+)
 from squall.sqshbuild.layerwait import HolderWatch
 from squall.sqshbuild.layerwait import status as layer_status
 from squall.sqshbuild.lock import SharedLock
@@ -66,16 +79,12 @@ from squall.sqshbuild.transport import (
     low_speed,
     request_timeout,
     short_digest,
-    too_long,
 )
 from squall.sqshbuild.trust import Trust, may_remove, who
 
 CHUNK = 1 << 20
 CONFIG_LIMIT = 64 << 20  # an image config read back from the cache
-BEATEN_EVERY = 2.0  # how often a download looks whether another's copy was placed first
 
-
-Progress = Callable[[int], None]
 
 
 def _count_of(progress: Progress | None) -> PullCount | None:
@@ -127,10 +136,10 @@ class LayerCache:
         self._sync_pool = ThreadPoolExecutor(max_workers=1)
         self._syncs: list[Future[None]] = []
         self._noted: set[str] = set()
-        self._active: dict[str, _LayerTar] = {}  # digest -> its download's tar (its status)
+        self._active: dict[str, LayerTar] = {}  # digest -> its download's tar (its status)
         self._own: list[Path] = []  # verified copies this build reads, removed at close
-        _ensure_dir(root)
-        _ensure_dir(self.dir)
+        ensure_dir(root)
+        ensure_dir(self.dir)
 
     def path(self, digest: str) -> Path:
         """The uncompressed layer tar."""
@@ -318,10 +327,10 @@ class LayerCache:
         reads it after a crash finds the bytes), then placed unless a copy is there."""
         final, ok = self.path(digest), self.ok_path(digest)
         try:
-            _fsync_file(mine)
+            fsync_file(mine)
             if place_new(mine, final):
                 fsync_dir(self.dir)
-                _mark_ok(ok)  # or the holder's, after its fsync of this very file
+                mark_ok(ok)  # or the holder's, after its fsync of this very file
                 fsync_dir(self.dir)
                 return final
         except (OSError, safefs.Unsafe) as exc:
@@ -336,8 +345,8 @@ class LayerCache:
 
     def _make_durable(self, final: Path, ok: Path, lock: SharedLock) -> None:
         try:
-            _fsync_file(final)
-            _mark_ok(ok)  # or already, by a build that pulled it while this one held it
+            fsync_file(final)
+            mark_ok(ok)  # or already, by a build that pulled it while this one held it
             fsync_dir(self.dir)
         except (OSError, safefs.Unsafe) as exc:
             if isinstance(exc, safefs.Unsafe):
@@ -359,13 +368,13 @@ class LayerCache:
         ``<hex>.partial`` beside it): True once placed there, False when ``beaten`` said
         meanwhile that another's copy was placed first (this download's files removed)."""
         partial = partial or final.with_name(f"{_hex(desc.digest)}.partial")
-        tar = _LayerTar(final.with_name(final.name + ".tmp"), desc.digest, progress, partial)
+        tar = LayerTar(final.with_name(final.name + ".tmp"), desc.digest, progress, partial)
         tar.beaten = beaten
         self._active[desc.digest] = tar
         try:
             self._attempts(client, desc, partial, final, tar)
             return True
-        except _Beaten:
+        except Beaten:
             safefs.unlink_own(partial)
             _advance(progress, desc.size - tar.reported)
             return False
@@ -376,15 +385,15 @@ class LayerCache:
             self._active.pop(desc.digest, None)
 
     def _attempts(self, client: RegistryClient, desc: Descriptor, partial: Path, final: Path,
-                  tar: _LayerTar) -> None:
+                  tar: LayerTar) -> None:
         delay = 0.5
         mismatches = 0
         for attempt in range(client.retries):
             if tar.beaten is not None and tar.beaten():
-                raise _Beaten
+                raise Beaten
             try:
                 self._download_once(client, desc, partial, final, tar)
-            except _Retry as exc:
+            except Retry as exc:
                 if attempt + 1 >= client.retries:
                     raise SquallError(f"download of {desc.digest} from {client.name} kept "
                                       f"failing ({exc}): check the network and try "
@@ -392,13 +401,13 @@ class LayerCache:
                 time.sleep(delay)
                 delay *= 2
                 continue
-            except _TooLong as exc:
+            except TooLong as exc:
                 safefs.unlink_own(partial)
                 tar.reset()
                 if client.blob_failed(desc.digest):
                     continue  # a mirror served it: the next source
                 raise SquallError(str(exc)) from None
-            except _Mismatch as exc:
+            except Mismatch as exc:
                 safefs.unlink_own(partial)
                 tar.reset()
                 if client.blob_failed(desc.digest):
@@ -414,7 +423,7 @@ class LayerCache:
         raise SquallError(f"download of {desc.digest} from {client.name} failed: try again")
 
     def _download_once(self, client: RegistryClient, desc: Descriptor, partial: Path,
-                       final: Path, tar: _LayerTar) -> None:
+                       final: Path, tar: LayerTar) -> None:
         """Download (resuming ``partial``), hash and decompress in one pass over the bytes;
         publish ``final`` only if the digest matches.
 
@@ -426,12 +435,12 @@ class LayerCache:
         the server's ``Content-Length`` and ``SQSHBUILD_MAX_BLOB_SIZE``."""
         bound = blob_bound(desc.digest, desc.size, client.name)
         tar.compressed = desc.size
-        if not (tar.started and _size(partial) == tar.have):
+        if not (tar.started and file_size(partial) == tar.have):
             self._replay_partial(desc, client.name, partial, tar, bound)
         resp = None
         if not (desc.size and tar.have == desc.size):
             resp = self._open_rest(client, desc, partial, tar, bound)
-        with _open_partial(partial, bool(tar.have)) as out:
+        with open_partial(partial, bool(tar.have)) as out:
             if resp is not None:
                 self._receive(resp, desc, client.name, out, tar, bound)
         tar.publish(final, client.name)
@@ -439,7 +448,7 @@ class LayerCache:
         fsync_dir(final.parent)
 
     @staticmethod
-    def _replay_partial(desc: Descriptor, source: str, partial: Path, tar: _LayerTar,
+    def _replay_partial(desc: Descriptor, source: str, partial: Path, tar: LayerTar,
                         bound: int) -> None:
         """Start ``tar`` afresh from a killed download's ``partial``: its bytes hashed and
         inflated again, to be resumed."""
@@ -455,10 +464,10 @@ class LayerCache:
                 while chunk := f.read(CHUNK):
                     tar.feed(chunk)
             if tar.have > bound:
-                raise _longer(desc, source, bound)
+                raise longer(desc, source, bound)
 
     @staticmethod
-    def _open_rest(client: RegistryClient, desc: Descriptor, partial: Path, tar: _LayerTar,
+    def _open_rest(client: RegistryClient, desc: Descriptor, partial: Path, tar: LayerTar,
                    bound: int) -> requests.Response:
         """The response for the blob's bytes from ``tar.have`` on, its length checked."""
         resp = client.open_blob(desc.digest, tar.have)
@@ -467,18 +476,18 @@ class LayerCache:
             resp.close()
             safefs.unlink_own(partial)
             tar.reset()
-            raise _Retry("the registry refused to resume")
+            raise Retry("the registry refused to resume")
         length = resp.headers.get("Content-Length", "")
         if length.isdigit() and tar.have + int(length) > bound:
             resp.close()
-            raise _longer(desc, client.name, bound, tar.have + int(length))
+            raise longer(desc, client.name, bound, tar.have + int(length))
         if length.isdigit() and not desc.size:
             tar.compressed = tar.have + int(length)
         return resp
 
     @staticmethod
     def _receive(resp: requests.Response, desc: Descriptor, source: str, out: BinaryIO,
-                 tar: _LayerTar, bound: int) -> None:
+                 tar: LayerTar, bound: int) -> None:
         """The body into ``out`` and ``tar``, stopped at ``bound`` or when it stalls."""
         window = request_timeout()
         watch = BodyWatch(resp, window, least=int(low_speed() * window))
@@ -492,17 +501,17 @@ class LayerCache:
             with watch:
                 for chunk in body_chunks(resp, CHUNK, arrived):
                     if tar.have + len(chunk) > bound:  # stop at once
-                        raise _longer(desc, source, bound)
+                        raise longer(desc, source, bound)
                     out.write(chunk)
                     tar.feed(chunk)
         except (requests.RequestException, ConnectionError) as exc:
             # a body short of its length is a cut; one as long as the server said
             # but not the blob's fails its digest below (a mirror: the next source)
-            raise _Retry(watch.why or str(exc) or type(exc).__name__) from None
+            raise Retry(watch.why or str(exc) or type(exc).__name__) from None
         finally:
             resp.close()
         if watch.why:  # a body without a length that the watch cut, ended quietly
-            raise _Retry(watch.why)
+            raise Retry(watch.why)
 
     def config(self, client: RegistryClient, digest: str) -> bytes:
         """The image config blob, kept beside the layers so a rerun does not fetch it again."""
@@ -545,195 +554,3 @@ class LayerCache:
             if d not in futures:
                 futures[d] = pool.submit(self.fetch, client, d, progress)
         return [futures[d] for d in descs]
-
-
-class _LayerTar:
-    """The layer tar a download writes (``<hex>.tar.tmp``): the blob's bytes hashed and
-    inflated in order. It outlives one attempt, so that a download cut mid-body and resumed
-    with ``Range`` goes on writing the same file; :meth:`reset` drops it when the bytes must
-    be taken from the start again (a mismatch, a registry that cannot resume)."""
-
-    def __init__(self, tmp: Path, digest: str, progress: Progress | None,
-                 partial: Path | None = None) -> None:
-        self.tmp = tmp
-        self.partial = partial  # the blob being downloaded: a plain tar is published from it
-        self.digest = digest
-        self.progress = progress
-        self.reported = 0  # bytes given to progress, kept across restarts: none counted twice
-        self.have = 0
-        self.compressed = 0  # the blob's length as known before it comes (0: not known)
-        self.hasher = hashlib.sha256()
-        self.decoder: Decoder | None = None
-        self.out: BinaryIO | None = None  # open from start() until publish() or reset()
-        self.head = b""  # the first bytes, until there are enough to tell the compression
-        self.wire = 0  # the blob's bytes come so far, fed or not yet (progress, the lock)
-        # says whether another's copy of the layer was placed: this download then stops
-        self.beaten: Callable[[], bool] | None = None
-        self._looked = time.monotonic()
-
-    @property
-    def started(self) -> bool:
-        return self.out is not None
-
-    def start(self) -> None:
-        """Begin the tar again from the blob's first byte."""
-        self.reset()
-        # This user's leftovers (a killed download): started over; another user's names
-        # were never handed to this tar (LayerCache._taken)
-        safefs.unlink_own(self.tmp)
-        self.out = os.fdopen(safefs.create(self.tmp, 0o644), "wb")
-
-    def arrived(self, n: int) -> None:
-        """``n`` bytes of the blob came (a chunk is fed once whole); every BEATEN_EVERY
-        seconds, a look whether another's copy was placed first (:class:`_Beaten`)."""
-        self.wire += n
-        self._report()
-        if self.beaten is not None and time.monotonic() - self._looked >= BEATEN_EVERY:
-            self._looked = time.monotonic()
-            if self.beaten():
-                raise _Beaten
-
-    def feed(self, chunk: bytes) -> None:
-        assert self.out is not None
-        self.hasher.update(chunk)
-        if self.decoder is None:
-            # the compression is told by the first bytes: a slow link may bring them one by one
-            self.head += chunk
-            if len(self.head) >= SNIFF_BYTES:
-                self._decode_head()
-        else:
-            self.decoder.write(chunk)
-        if self.decoder is not None and self.decoder.too_big:
-            self.decoder.finish()  # says so: stopped now, whatever the blob still brings
-        self.have += len(chunk)
-        self.wire = max(self.wire, self.have)
-        self._report()
-
-    def _report(self) -> None:
-        """Bytes as they come, not once a chunk is whole: a trickle moves the count too."""
-        if self.progress and self.wire > self.reported:
-            self.progress(self.wire - self.reported)
-            self.reported = self.wire
-
-    def publish(self, final: Path, source: str) -> None:
-        """Check the digest and finish the tar; only then rename it to ``final``."""
-        got = "sha256:" + self.hasher.hexdigest()
-        if got != self.digest:
-            raise _Mismatch(f"hashes to {got}")
-        if self.decoder is None and self.head:
-            self._decode_head()  # a blob shorter than a magic number
-        if self.decoder is None:
-            raise SquallError(f"layer {self.digest} of {source} is empty: re-push the image")
-        self.decoder.finish()
-        assert self.out is not None
-        self.out.close()
-        self.out = None
-        # Never over a copy that is there: another build's, verified, placed while this
-        # one downloaded (it pulled around this one's lock): the same bytes, kept.
-        if self.decoder.plain and self.partial is not None:
-            if not place_new(self.partial, final):  # the blob is the tar: never copied
-                safefs.unlink_own(self.partial)
-            safefs.unlink_own(self.tmp)
-            return
-        if not place_new(self.tmp, final):
-            safefs.unlink_own(self.tmp)
-
-    def _decode_head(self) -> None:
-        assert self.out is not None
-        self.decoder = Decoder(self.head, self.out, self.digest, self.compressed,
-                               copy_plain=self.partial is None)
-        self.decoder.write(self.head)
-        self.head = b""
-
-    def reset(self) -> None:
-        """Drop what was written (the file goes with :meth:`close` or the next start)."""
-        self.head = b""
-        if self.decoder is not None:
-            self.decoder.close()
-            self.decoder = None
-        if self.out is not None:
-            self.out.close()
-            self.out = None
-        self.have = self.wire = 0
-        self.hasher = hashlib.sha256()
-
-    def close(self) -> None:
-        self.reset()
-        safefs.unlink_own(self.tmp)
-
-
-def _open_partial(path: Path, append: bool) -> BinaryIO:
-    """The partial blob to write: this user's own to append to, or a new file (O_EXCL: a
-    name someone planted since is an error, never followed)."""
-    if append:
-        fd = safefs.open_own(path)
-        if fd is None:
-            raise SquallError(f"the partial download {path} is no longer this build's: "
-                              "try again")
-        return os.fdopen(fd, "ab")
-    safefs.unlink_own(path)
-    return os.fdopen(safefs.create(path, 0o644), "wb")
-
-
-def _ensure_dir(d: Path) -> None:
-    """``d`` made when missing (its parent's mode, writable by nobody else), never
-    through a link."""
-    if safefs.lstat(d) is not None:
-        return
-    parent = safefs.open_dir(d.parent)
-    try:
-        fd, _created = safefs.make_dir_at(parent, d.name,
-                                          stat.S_IMODE(os.fstat(parent).st_mode) & 0o755)
-        os.close(fd)
-    except OSError as exc:
-        raise SquallError(f"cannot create cache directory {d}: {exc.strerror}") from None
-    finally:
-        os.close(parent)
-
-
-def _fsync_file(path: Path) -> None:
-    fd = safefs.open_read(path)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _mark_ok(ok: Path) -> None:
-    """The layer's ``.ok``; one already there (another build's) is as good."""
-    try:
-        os.close(safefs.create(ok, 0o644))
-    except FileExistsError:
-        pass
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return -1
-
-
-class _Retry(Exception):
-    pass
-
-
-class _Mismatch(Exception):
-    pass
-
-
-class _Beaten(Exception):
-    """Another build's verified copy of the layer was placed while this one downloaded."""
-
-
-class _TooLong(Exception):
-    """A blob whose descriptor gives no size brings more than the site allows."""
-
-
-def _longer(desc: Descriptor, where: str, bound: int, length: int | None = None) -> Exception:
-    """A blob that brings (or by its ``Content-Length`` would bring) more than ``bound``
-    bytes: more than its descriptor says is a mismatch (the next source, or a second try);
-    with no size there, the site maximum is the bound."""
-    if desc.size:
-        return _Mismatch(f"is longer than the {desc.size} bytes the manifest gives")
-    return _TooLong(too_long(desc.digest, where, bound, length))
