@@ -1,5 +1,9 @@
 """--container-mounts specs to fstab lines (spank/core/mounts.c), driven through cffi."""
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from squall.core import Mount, check_mount_sources, parse_mounts
@@ -149,15 +153,23 @@ def test_sources_must_exist(tmp_path):
     check_mount_sources("./present:/x", cwd=str(tmp_path))
     with pytest.raises(SquallError) as exc:
         check_mount_sources(f"{present}:/x,{tmp_path}/absent:/y")
-    # Pyxis's words, which its tests and users' scripts grep
-    assert f"source path does not exist: {tmp_path}/absent (" in str(exc.value)
+    # Pyxis's words, which its tests and users' scripts grep (a long path is shown cut)
+    assert str(exc.value).startswith("--container-mounts: source path does not exist: /")
 
 
 def test_unreachable_source_named(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("x")
-    with pytest.raises(SquallError, match="source path does not exist: .*/afile/inner"):
+    with pytest.raises(SquallError, match="source path does not exist: /"):
         check_mount_sources(f"{afile}/inner:/x")
+    # the path itself, where it is short enough to be shown whole
+    short = Path(tempfile.mkdtemp(dir="/tmp", prefix="m"))
+    try:
+        (short / "f").write_text("x")
+        with pytest.raises(SquallError, match=f"source path does not exist: {short}/f/in "):
+            check_mount_sources(f"{short}/f/in:/x")
+    finally:
+        shutil.rmtree(short)
 
 
 # --- Pyxis: spaces in paths, every tmpfs option (issue 10, item 9) ------------------------
