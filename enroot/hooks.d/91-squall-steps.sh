@@ -2,7 +2,10 @@
 # squall_steps in every container, for Enroot's hooks.d (docs/why-is-my-job-slow.md).
 #
 # Bind-mounts the host's squall_steps module (pure Python, no dependency) read-only at
-# /usr/local/share/squall/python/squall_steps and appends that directory to the
+# /var/run/squall/python/squall_steps (in the tmpfs Enroot mounts on /var/run before the
+# hooks run: a mount point made in the image's own tree would stay there, mode 000, in a
+# named container, and its owner's `enroot export` would fail on it) and appends that
+# directory to the
 # container's PYTHONPATH, after the user's (the image's or the job's value is kept first:
 # never replaced), so `import squall_steps` works in an image without squall. Nothing is
 # done when the host has no module, when the image ships its own (a squall_steps package in
@@ -15,7 +18,7 @@ set -euo pipefail
 src=${SQUALL_STEPS_PYTHON:-/usr/share/squall/python}
 environ=${ENROOT_ENVIRON:?ENROOT_ENVIRON is not set: run this from Enroot hooks.d}
 mounts=${ENROOT_MOUNTS:?ENROOT_MOUNTS is not set: run this from Enroot hooks.d}
-dest=/usr/local/share/squall/python
+dest=/var/run/squall/python
 
 die() { echo "squall-steps: $*" >&2; exit 1; }
 

@@ -203,8 +203,8 @@ def test_the_hook_puts_squall_steps_in_a_container(cluster: Cluster, job: tuple[
         cluster.run(f"if [ -f {packaged} ]; then install -m 0755 {packaged} {hook}; "
                     f"else rm -f {hook}; fi", node="node1", user="root")
     path, module, written = res.out.split()[-3:]
-    assert path == "/home/u/lib:/usr/local/share/squall/python", res.out
-    assert module == "/usr/local/share/squall/python/squall_steps/__init__.py"
+    assert path == "/home/u/lib:/var/run/squall/python", res.out
+    assert module == "/var/run/squall/python/squall_steps/__init__.py"
     assert written == f"{base}/incontainer/steps.0"
     lines = (cluster.fsx_host / written[len("/fsx/"):]).read_text().splitlines()
     assert lines[0].startswith("squall-steps 1 rank=0 node=node1 ") and len(lines) == 3

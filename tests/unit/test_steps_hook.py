@@ -15,7 +15,7 @@ from gate import need_tool
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = ROOT / "enroot" / "hooks.d" / "91-squall-steps.sh"
 PYTHON = ROOT / "python"
-DEST = "/usr/local/share/squall/python"
+DEST = "/var/run/squall/python"
 
 
 def run(tmp_path: Path, environ_text: str = "", src: Path = PYTHON, **extra: str):
