@@ -118,7 +118,7 @@ static void add_note(struct sq_image *img, const char *line)
 
 /* sqshbuild's lines for srun: this build pinned the job's digest, or the registry could
  * not be reached and a cached digest stands in for the tag. */
-static void pass_pin_line(int fd, struct sq_image *out)
+static void pass_pin_line(int fd, int quiet_pin, struct sq_image *out)
 {
 	static const char prefix[] = "sqshbuild: job ", offline[] = "sqshbuild: offline: ";
 	char *text = sq_capture_read(fd), *line, *save = NULL;
@@ -126,8 +126,8 @@ static void pass_pin_line(int fd, struct sq_image *out)
 
 	for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
 	     line = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(line, prefix, sizeof(prefix) - 1) != 0 &&
-		    strncmp(line, offline, sizeof(offline) - 1) != 0)
+		int pin = strncmp(line, prefix, sizeof(prefix) - 1) == 0;
+		if ((!pin || quiet_pin) && strncmp(line, offline, sizeof(offline) - 1) != 0)
 			continue;
 		snprintf(note, sizeof(note), "squall: %s", line + strlen("sqshbuild: "));
 		add_note(out, note);
@@ -215,7 +215,7 @@ static int run_build(const char *text, const struct sq_image_env *e, char *const
 	ok = WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
 	sq_capture_tail(ok ? child.out_fd : child.err_fd, 1, line, linelen);
 	if (ok)
-		pass_pin_line(child.err_fd, out);
+		pass_pin_line(child.err_fd, e->quiet_pin, out);
 	sq_child_close(&child);
 	return 0;
 }

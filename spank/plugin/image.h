@@ -48,6 +48,9 @@ struct sq_image_env {
 				   * ends with the step (core/stepcg.h) */
 	int srun_step;            /* srun launched the step: the build stops when srun goes
 				   * (srunwatch.h); 0 for the batch step, which has no srun */
+	int quiet_pin;            /* 1: leave the "job KEY pinned REF" line out of the note,
+				   * as Pyxis prints no import line for a step of several
+				   * tasks (the offline line is always kept) */
 };
 
 int sq_image_resolve(const char *text, const struct sq_image_env *e, struct sq_image *out,

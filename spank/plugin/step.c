@@ -199,29 +199,6 @@ static void mark_job_names(const struct sq_step *s)
 		close(fd);
 }
 
-/* Remove the "squall: job KEY pinned REF to ..." line from note (image.h), in place. */
-static void drop_pin_line(char *note)
-{
-	static const char prefix[] = "squall: job ";
-	char *line = note;
-
-	while (line != NULL && *line != '\0') {
-		char *end = strchr(line, '\n');
-		size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
-		if (strncmp(line, prefix, sizeof(prefix) - 1) == 0 &&
-		    memmem(line, len, " pinned ", 8) != NULL) {
-			char *rest = end != NULL ? end + 1 : line + len;
-			memmove(line, rest, strlen(rest) + 1);
-			/* a trailing newline left by the removed last line */
-			len = strlen(note);
-			if (len > 0 && note[len - 1] == '\n')
-				note[len - 1] = '\0';
-			continue;
-		}
-		line = end != NULL ? end + 1 : NULL;
-	}
-}
-
 /* The job's key for sqshbuild's pins: CLUSTER-UID-JOBID. The uid and job id are
  * slurmstepd's; the cluster name only keeps two clusters that share a cache apart (a user
  * who changes it reaches only her own jobs' pins). */
@@ -273,7 +250,7 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 	const struct sq_config *cfg = s->cfg;
 	struct sq_image_env ienv = { cwd, cfg->sqshbuild, cfg->image_cache, s->runtime_env, cred,
 				     NULL, NULL, s->nodeid == 0 ? SQ_PROGRESS_EVERY_S : 0,
-				     say_progress, NULL, s->stepid != SQ_STEP_BATCH };
+				     say_progress, NULL, s->stepid != SQ_STEP_BATCH, 0 };
 	struct sq_image_ref ref;
 	char err[SQ_ERR_LEN], job[96], procs[PATH_MAX];
 	int registry, rc;
@@ -281,6 +258,9 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 
 	job_key(s, job, sizeof(job));
 	ienv.job = job;
+	/* The pin line where Pyxis says its import lines (a step of one task, the batch
+	 * step) or with --container-log=verbose: other steps' stderr stays as Pyxis's. */
+	ienv.quiet_pin = !s->verbose && s->stepid != SQ_STEP_BATCH && s->total_tasks > 1;
 	step_cgroup(s, procs, sizeof(procs));
 	ienv.cgroup_procs = procs[0] ? procs : NULL;
 
@@ -319,10 +299,6 @@ static int resolve_image(struct sq_step *s, const char *cwd, const struct sq_cre
 		s->build = rc == 0;
 		s->build_s = sq_now() - t0;
 	}
-	/* The pin line where Pyxis says its import lines (a step of one task, the batch
-	 * step) or with --container-log=verbose: other steps' stderr stays as Pyxis's. */
-	if (!s->verbose && s->stepid != SQ_STEP_BATCH && s->total_tasks > 1)
-		drop_pin_line(s->image.note);
 	/* The builder's lines (it may not pull this: built as the user) */
 	sq_report_warn(s->image.note);
 	return rc < 0 ? sq_report_fail(err) : 0;

@@ -77,7 +77,7 @@ static int cmd_resolve(char **argv, int argc)
 {
 	struct sq_cred cred = { (uid_t)atol(argv[4]), (gid_t)atol(argv[5]), NULL, 0 };
 	struct sq_image_env e = { "/", argv[1], argv[2], argv + 7, &cred, argv[0], NULL, 0,
-				  NULL, NULL, 1 };
+				  NULL, NULL, 1, 0 };
 	struct sq_image img;
 	char err[4096] = "";
 	int rc;
