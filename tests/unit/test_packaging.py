@@ -207,3 +207,14 @@ def test_spec_pre_adds_the_system_user_and_group_once(tmp_path):
     user = [c for c in calls if c.startswith("useradd")]
     assert user == ["useradd -r -g squall-builder -d /var/lib/squall-builder "
                     "-s /usr/sbin/nologin -c squall image builder squall-builder"], calls
+
+
+def test_the_rpm_owns_every_python_package_setuptools_installs():
+    """rpmbuild refuses installed files no %files line names: a new top-level package
+    (squall_steps) must be listed, or `make packages` fails on every RPM system."""
+    found = {p.parent.name for p in (REPO / "python").glob("*/__init__.py")}
+    assert found >= {"squall", "squall_steps"}
+    spec = (REPO / "packaging" / "squall.spec").read_text()
+    files = spec.split("%files -n python%{python3_pkgversion}-squall", 1)[1].split("%changelog")[0]
+    listed = set(re.findall(r"^%\{squall_sitearch\}/(\w+)/$", files, re.M))
+    assert listed == found, f"packaging/squall.spec %files: add {sorted(found - listed)}"
