@@ -218,3 +218,34 @@ def test_the_rpm_owns_every_python_package_setuptools_installs():
     files = spec.split("%files -n python%{python3_pkgversion}-squall", 1)[1].split("%changelog")[0]
     listed = set(re.findall(r"^%\{squall_sitearch\}/(\w+)/$", files, re.M))
     assert listed == found, f"packaging/squall.spec %files: add {sorted(found - listed)}"
+
+
+def dockerignore_keeps(path: str) -> bool:
+    """Whether the node image's build context holds PATH under .dockerignore's simple
+    patterns (a name or directory, and `!` exceptions; the last match wins)."""
+    kept = True
+    for line in (REPO / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        pattern = line.lstrip("!")
+        if path == pattern or path.startswith(pattern.rstrip("/") + "/"):
+            kept = negate
+    return kept
+
+
+def test_the_node_image_context_holds_every_file_the_packages_install():
+    """.dockerignore leaves tests and docs out of the node image's build so that a change
+    to them keeps the package build cached; a file the packages install must stay in."""
+    named = set()
+    for packaging in ("debian/rules", "packaging/squall.spec"):
+        text = "\n".join(line for line in (REPO / packaging).read_text().splitlines()
+                         if not line.lstrip().startswith("#"))
+        named |= set(re.findall(r"(?<![\w/{}])((?:docs|enroot|packaging|docker)/[\w./-]+\w)", text))
+        named |= set(re.findall(r"(?<![\w/])(README\.md|LICENSE)\b", text))
+    assert {"docs/plugin.md", "docs/install-rhel.md", "README.md"} <= named
+    left_out = sorted(p for p in named if not dockerignore_keeps(p))
+    assert not left_out, f".dockerignore leaves out what a package installs: {left_out}"
+    for unpackaged in ("tests/unit/test_packaging.py", "bench/bench_scale.py", "docs/admin.md"):
+        assert not dockerignore_keeps(unpackaged)
