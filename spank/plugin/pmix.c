@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,17 +53,6 @@ static int spool_dir(char *const job_env[], char *buf, size_t buflen)
 	return n + 1 < buflen ? 0 : -1;
 }
 
-int sq_pmix_spool_bind(char *const job_env[], char *buf, size_t buflen)
-{
-	char dir[4096];
-	struct stat st;
-
-	if (spool_dir(job_env, dir, sizeof(dir)) < 0 || stat(dir, &st) < 0 ||
-	    !S_ISDIR(st.st_mode) || strchr(dir, ':') != NULL || strchr(dir, ' ') != NULL)
-		return -1;
-	return snprintf(buf, buflen, "%s:%s", dir, dir) < (int)buflen ? 0 : -1;
-}
-
 /* A directory of the job user's, never a link: what Slurm made for the step, not something
  * another user planted under that name in a shared TmpFS. */
 static int users_dir(const char *path, uid_t uid)
@@ -85,68 +76,173 @@ static int appdir(uid_t uid, uint32_t jobid, uint32_t stepid, char *buf, size_t 
 	return users_dir(buf, uid) ? 0 : -1;
 }
 
+/* SlurmdSpoolDir/pmix.JOB.STEP: the step's PMIX_SERVER_TMPDIR. */
+static int server_dir(char *const job_env[], uid_t uid, uint32_t jobid, uint32_t stepid,
+		      char *buf, size_t buflen)
+{
+	char spool[4096];
+
+	if (spool_dir(job_env, spool, sizeof(spool)) < 0 ||
+	    (size_t)snprintf(buf, buflen, "%s/pmix.%u.%u", spool, (unsigned)jobid,
+			     (unsigned)stepid) >= buflen)
+		return -1;
+	return users_dir(buf, uid) ? 0 : -1;
+}
+
 struct ids {
 	uid_t uid;
 	gid_t gid;
 };
 
-/* The child: a copy of the directory's mount taken in the node's namespace, attached in
- * the step's. Exit status: 0, or the step (1-4) that failed with errno written to fd. */
-static void bind_child(int ns_mnt, const struct ids *cred, const char *dir, int report)
+/* Remount the container's root read-write (rw 1) or back read-only, its other flags kept. */
+static int root_writable(int rw)
 {
-	int step = 1, tree;
+	static const struct { unsigned long st, ms; } keep[] = {
+		{ ST_NOSUID, MS_NOSUID }, { ST_NODEV, MS_NODEV }, { ST_NOEXEC, MS_NOEXEC },
+		{ ST_NOATIME, MS_NOATIME }, { ST_NODIRATIME, MS_NODIRATIME },
+		{ ST_RELATIME, MS_RELATIME } };
+	unsigned long flags = MS_REMOUNT | MS_BIND | (rw ? 0 : MS_RDONLY);
+	struct statvfs v;
 
-	if (seteuid(0) < 0 && geteuid() != 0)
-		goto fail;
-	step = 2;
-	tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
-			    OPEN_TREE_CLONE | O_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+	if (statvfs("/", &v) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (v.f_flag & keep[i].st)
+			flags |= keep[i].ms;
+	return mount(NULL, "/", NULL, flags, NULL);
+}
+
+/* mkdir as the user; where the container's root is read-only (Enroot's default), made in
+ * its writable layer as Enroot's x-create=dir does before it makes the root read-only:
+ * the root read-write for the mkdir, read-only again after (*flipped). */
+static int make_dir(const char *path, mode_t mode, uid_t uid, int *flipped)
+{
+	if (mkdir(path, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != EROFS || *flipped)
+		return -1;
+	setfsuid(0);
+	if (root_writable(1) < 0)
+		return -1;
+	*flipped = 1;
+	setfsuid(uid);
+	return make_dir(path, mode, uid, flipped);
+}
+
+/* mkdir -p the parents of path (0755), then path itself (0700), as Enroot's x-create=dir
+ * does. Runs with the user's fsuid, which it keeps. 0 ok, -1 (errno). */
+static int make_mount_point(const char *path, const struct ids *cred)
+{
+	char buf[4096];
+	int flipped = 0, rv = 0, saved;
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *p = buf + 1; *p != '\0' && rv == 0; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		rv = make_dir(buf, 0755, cred->uid, &flipped);
+		setfsuid(cred->uid);
+		*p = '/';
+	}
+	if (rv == 0)
+		rv = make_dir(buf, 0700, cred->uid, &flipped);
+	saved = errno;
+	setfsuid(0);
+	if (flipped && root_writable(0) < 0 && rv == 0) {
+		saved = errno;
+		rv = -1;
+	}
+	setfsuid(cred->uid);
+	errno = saved;
+	return rv;
+}
+
+/* One directory's mount, copied in the node's namespace, attached in ns_mnt at its own
+ * path. 0 ok, or the phase (2-4) that failed with errno set. Runs as root, creates as the
+ * user. */
+static int bind_one(int ns_mnt, const struct ids *cred, const char *dir)
+{
+	int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
+				OPEN_TREE_CLONE | O_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+
 	if (tree < 0)
-		goto fail;
-	step = 3;
+		return 2;
 	if (setns(ns_mnt, CLONE_NEWNS) < 0)
-		goto fail;
+		return 3;
 	/* The container's filesystems map the user's ids, not the node's root. */
 	setfsgid(cred->gid);
 	setfsuid(cred->uid);
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		goto fail;
+	if (make_mount_point(dir, cred) < 0)
+		return 3;
 	setfsuid(0);
-	step = 4;
 	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return 4;
+	return 0;
+}
+
+/* The child: each directory's mount taken in the node's namespace, attached in the
+ * step's. Exit status: 0, or 10 * (the directory's index) + the phase (1-4) that failed,
+ * with errno written to report. */
+static void bind_child(int ns_mnt, const struct ids *cred, char dirs[][4096], int n,
+		       int report)
+{
+	int host = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC), step = 1, i = 0;
+
+	if (seteuid(0) < 0 && geteuid() != 0)
 		goto fail;
+	for (i = 0; i < n; i++) {
+		step = bind_one(ns_mnt, cred, dirs[i]);
+		if (step != 0)
+			goto fail;
+		/* Back to the node's namespace for the next directory's copy. */
+		if (i + 1 < n && (host < 0 || setns(host, CLONE_NEWNS) < 0)) {
+			step = 2;
+			i++;
+			goto fail;
+		}
+	}
 	_exit(0);
 fail:
 	if (write(report, &errno, sizeof(errno)) < 0) {
 		/* the parent reports the step alone */
 	}
-	_exit(step);
+	_exit(10 * i + step);
 }
 
-int sq_pmix_bind_appdir(int ns_mnt, uid_t uid, gid_t gid, uint32_t jobid, uint32_t stepid,
-			char *err, size_t errlen)
+int sq_pmix_bind_dirs(int ns_mnt, char *const job_env[], uid_t uid, gid_t gid,
+		      uint32_t jobid, uint32_t stepid, char *err, size_t errlen)
 {
 	const struct ids cred = { uid, gid };
 	static const char *const what[] = { "", "regaining root", "copying its mount",
 					     "making its mount point in the container",
 					     "mounting it in the container" };
-	char dir[4096];
-	int fds[2], status = 0, code = 0;
+	char dirs[2][4096];
+	int fds[2], status = 0, code = 0, n = 0, which, phase;
 	pid_t pid;
 
-	if (appdir(uid, jobid, stepid, dir, sizeof(dir)) < 0)
-		return 0;  /* this Slurm made none: the server's directory is enough */
+	/* Those this Slurm made: the server's, then the application's (none before 23.02's
+	 * shared-memory store). */
+	if (server_dir(job_env, uid, jobid, stepid, dirs[n], sizeof(dirs[n])) == 0)
+		n++;
+	if (appdir(uid, jobid, stepid, dirs[n], sizeof(dirs[n])) == 0)
+		n++;
+	if (n == 0)
+		return 0;
 	if (pipe2(fds, O_CLOEXEC) < 0)
-		return sq_errf(err, errlen, "PMIx: cannot bind %s: %s", dir, strerror(errno));
+		return sq_errf(err, errlen, "PMIx: cannot bind %s: %s", dirs[0], strerror(errno));
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		bind_child(ns_mnt, &cred, dir, fds[1]);
+		bind_child(ns_mnt, &cred, dirs, n, fds[1]);
 	}
 	close(fds[1]);
 	if (pid < 0) {
 		close(fds[0]);
-		return sq_errf(err, errlen, "PMIx: cannot bind %s: %s", dir, strerror(errno));
+		return sq_errf(err, errlen, "PMIx: cannot bind %s: %s", dirs[0], strerror(errno));
 	}
 	if (read(fds[0], &code, sizeof(code)) != (ssize_t)sizeof(code))
 		code = 0;
@@ -155,11 +251,18 @@ int sq_pmix_bind_appdir(int ns_mnt, uid_t uid, gid_t gid, uint32_t jobid, uint32
 		;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
+	which = WIFEXITED(status) ? WEXITSTATUS(status) / 10 : 0;
+	phase = WIFEXITED(status) ? WEXITSTATUS(status) % 10 : 0;
+	if (which >= n)
+		which = 0;
+	/* Said as it is: a client reaches the server through PMIX_SERVER_URI* (TCP), so MPI_Init
+	 * fails only in a client that opens the directory, as Open MPI 5's PMIx opens the
+	 * application directory's shared-memory store (gds shmem2); Open MPI 4 does not. */
 	return sq_errf(err, errlen, "PMIx: cannot bind the step's directory %s into the "
-		       "container (%s: %s): MPI_Init will fail; run without --mpi=pmix or "
-		       "report this with the kernel version", dir,
-		       WIFEXITED(status) && WEXITSTATUS(status) <= 4 ? what[WEXITSTATUS(status)]
-								    : "killed",
+		       "container (%s: %s): a PMIx client that opens it (Open MPI 5's "
+		       "shared-memory store) fails in MPI_Init; run without --mpi=pmix or "
+		       "report this with the kernel version", dirs[which],
+		       phase >= 1 && phase <= 4 ? what[phase] : "killed",
 		       code ? strerror(code) : "unknown error");
 }
 

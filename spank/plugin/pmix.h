@@ -8,11 +8,10 @@
  * PMIX_* in its environment, but Slurm puts PMIX_* in the tasks' environment only, after
  * the container started; and a kept container serves later steps, each with directories
  * of its own. So, for a step whose SLURM_MPI_TYPE is pmix*:
- *   - the runtime binds SlurmdSpoolDir at its own path (the conf file's mounts), where
- *     every later step's server directory appears by itself;
- *   - the step's application directory is bound into the step's mount namespace (the
- *     kept container's fresh layer, or its own container) at its own path, under the
- *     container's /tmp, by a child that regains root for it;
+ *   - the step's two directories are bound into the step's mount namespace (the kept
+ *     container's fresh layer, or its own container), each alone at its own path, their
+ *     parents made in the container's layer as Enroot's x-create=dir does (a TmpFS or
+ *     SlurmdSpoolDir the image lacks), by a child that regains root for it;
  *   - each task gets PMIX_MCA_ptl/psec/gds from PMIX_PTL_MODULE/SECURITY_MODE/GDS_MODULE,
  *     as the hook gives them.
  * The user sees in the container only what the same uid sees on the node. */
@@ -26,14 +25,10 @@
 /* 1 when the step runs Slurm's mpi/pmix (SLURM_MPI_TYPE pmix, pmix_v5, ...). */
 int sq_pmix_step(char *const job_env[]);
 
-/* "SPOOL:SPOOL" for the conf file's mounts (mounts.h syntax) into buf; 0 ok, -1 when
- * slurmd's spool directory is unknown or missing here (the step goes on without it). */
-int sq_pmix_spool_bind(char *const job_env[], char *buf, size_t buflen);
-
-/* Bind the step's application directory into the mount namespace ns_mnt. 0 ok (or there
- * is none), -1 with err. */
-int sq_pmix_bind_appdir(int ns_mnt, uid_t uid, gid_t gid, uint32_t jobid, uint32_t stepid,
-			char *err, size_t errlen);
+/* Bind the step's server and application directories (those that exist, owned by uid)
+ * into the mount namespace ns_mnt. 0 ok (or there is none), -1 with err. */
+int sq_pmix_bind_dirs(int ns_mnt, char *const job_env[], uid_t uid, gid_t gid,
+		      uint32_t jobid, uint32_t stepid, char *err, size_t errlen);
 
 /* Enroot's hook's PMIX_MCA_* for a task: each (KEY, VALUE) pair is passed to set. */
 void sq_pmix_task_env(char *const task_env[], void (*set)(void *ctx, const char *key,

@@ -444,10 +444,10 @@ static void after_start(struct sq_step *s)
 			return;
 		}
 	}
-	/* Slurm's PMIx: the step's own directory, in a kept container's later steps too. A
+	/* Slurm's PMIx: the step's own directories, in a kept container's later steps too. A
 	 * step that runs no MPI program under MpiDefault=pmix must not fail for it. */
-	if (s->pmix && sq_pmix_bind_appdir(s->ctr.ns_mnt, s->uid, s->gid, s->jobid, s->stepid,
-					   err, sizeof(err)) < 0)
+	if (s->pmix && sq_pmix_bind_dirs(s->ctr.ns_mnt, s->job_env, s->uid, s->gid, s->jobid,
+					 s->stepid, err, sizeof(err)) < 0)
 		sq_report_warn(err);
 	if (!s->ctr.kept)
 		share_layer(s);
@@ -566,7 +566,7 @@ static int resolve(struct sq_step *s, const char *cwd)
  * sq_step_user_init), then what it starts. 0 ok, -1 (error kept). */
 static int configure(struct sq_step *s, spank_t sp, char *const job_env[], const char *cwd)
 {
-	struct sq_conf_input in = { s->cfg, s->opt, s->pmix, NULL };
+	struct sq_conf_input in = { s->cfg, s->opt, NULL };
 	struct sq_runtime rt;
 
 	if (s->stepid == SQ_STEP_BATCH) {
@@ -621,6 +621,7 @@ void sq_step_user_init(struct sq_step *s, spank_t sp)
 	sq_phase_begin();
 	spank_get_item(sp, S_JOB_ENV, &job_env);
 	s->pmix = sq_pmix_step(job_env);
+	s->job_env = job_env;
 	if (getcwd(cwd, sizeof(cwd)) == NULL)
 		snprintf(cwd, sizeof(cwd), "/");
 	if (s->cfg->metrics_dir != NULL)
@@ -640,6 +641,7 @@ void sq_step_user_init(struct sq_step *s, spank_t sp)
 		unlink(s->conf_path);
 		s->conf_path[0] = '\0';
 	}
+	s->job_env = NULL;
 }
 
 /* LANG, LC_ALL, LANGUAGE leave the task unless --container-env names them (env.h). */

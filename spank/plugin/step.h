@@ -85,6 +85,7 @@ struct sq_step {
 	int verbose;
 	int entrypoint_log;
 	int pmix;                   /* Slurm's mpi/pmix runs the step (pmix.h) */
+	char *const *job_env;       /* user_init only: the job's environment (S_JOB_ENV) */
 	int saved;                  /* --container-save done */
 	struct sq_save_shared *save_shm;   /* node 0's tasks and slurmstepd (step_end.c) */
 	uint32_t exited;            /* tasks of this node that have exited */

@@ -13,7 +13,6 @@
 #include "env.h"
 #include "mounts.h"
 #include "mounts_exist.h"
-#include "pmix.h"
 #include "quote.h"
 #include "report.h"
 #include "stepconf.h"
@@ -221,10 +220,10 @@ static char *efa_user_set(char *const job_env[])
 	return sq_buf_take(&csv);
 }
 
-/* The conf file's mounts: the batch script, slurmd's spool directory for PMIx, then
- * --container-mounts. 0 ok, -1 (error kept). */
-static int conf_mounts(const struct sq_conf_input *in, char *const job_env[], const char *cwd,
-		       char ***mount_lines, size_t *nm)
+/* The conf file's mounts: the batch script, then --container-mounts (PMIx's directories
+ * are bound into each step's namespace: pmix.h). 0 ok, -1 (error kept). */
+static int conf_mounts(const struct sq_conf_input *in, const char *cwd, char ***mount_lines,
+		       size_t *nm)
 {
 	struct sq_mount_list mounts = { 0 };
 	char err[SQ_ERR_LEN], bind[PATH_MAX * 2 + 8];
@@ -238,13 +237,6 @@ static int conf_mounts(const struct sq_conf_input *in, char *const job_env[], co
 			sq_errf(msg, sizeof(msg), "cannot bind the batch script: %s", err);
 			return sq_report_fail(msg);
 		}
-		for (size_t i = 0; i < mounts.count; i++)
-			sq_strv_push(mount_lines, nm, mounts.items[i].fstab);
-		sq_mounts_free(&mounts);
-	}
-	if (in->pmix && sq_pmix_spool_bind(job_env, bind, sizeof(bind)) == 0 &&
-	    sq_mounts_parse(bind, NULL, &mounts, err, sizeof(err)) == 0) {
-		/* PMIx: every step's server directory appears below it (pmix.h). */
 		for (size_t i = 0; i < mounts.count; i++)
 			sq_strv_push(mount_lines, nm, mounts.items[i].fstab);
 		sq_mounts_free(&mounts);
@@ -306,7 +298,7 @@ static int build_conf(const struct sq_conf_input *in, char *const job_env[], con
 	char err[SQ_ERR_LEN], **keep = NULL;
 	size_t ne = 0, nm = 0;
 
-	if (conf_mounts(in, job_env, cwd, mount_lines, &nm) < 0)
+	if (conf_mounts(in, cwd, mount_lines, &nm) < 0)
 		return -1;
 	/* --container-env: the entrypoint and the runtime's hooks see the host's values. */
 	if (sq_env_keep_lines(job_env, in->opt->env, &keep, err, sizeof(err)) < 0)

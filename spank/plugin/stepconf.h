@@ -27,7 +27,6 @@
 struct sq_conf_input {
 	const struct sq_config *cfg;   /* plugstack.conf */
 	const struct sq_opts *opt;     /* the user's flags */
-	int pmix;                      /* a PMIx step: slurmd's spool directory is bound */
 	const char *batch_script;      /* the batch step's script, bound read-only; or NULL */
 };
 
@@ -39,7 +38,7 @@ int sq_stepconf_runtime(const struct sq_config *cfg, const struct sq_opts *opt,
 			char ***runtime_env);
 
 /* The step's --conf file at path (replacing a leftover): --container-env values, the EFA
- * plan's environment, mounts and hook, the batch script's and PMIx's binds,
+ * plan's environment, mounts and hook, the batch script's bind,
  * --container-mounts, and Pyxis's entrypoint skip. 0 ok; -1 (error kept, report.h). */
 int sq_stepconf_make(const struct sq_conf_input *in, char *const job_env[], const char *cwd,
 		     const char *path);

@@ -85,3 +85,44 @@ def test_open_mpi_allreduce_through_pmix_in_a_first_and_a_later_step(
     assert allreduced(first) == want, res
     assert allreduced(later) == want, res
     assert res.rc == 0, res
+
+
+TMPFS = "/var/tmp/squall-pmix-tmpfs"   # its parent is in the image, the directory is not
+SCRIPT = "/fsx/squall-test/pmix-tmpfs.sh"
+
+
+def test_step_directories_bound_alone_with_a_tmpfs_outside_the_image(
+        cluster: Cluster, mpi_image: str) -> None:
+    """Issue 40: with Slurm's TmpFS on a path the image lacks, the step's application
+    directory's parents are made in the container (as Enroot's x-create=dir), so no node
+    warns and MPI_Init works; PMIX_SERVER_TMPDIR is a mount point of its own (as Enroot's
+    PMI hook makes it) and SlurmdSpoolDir is not bound whole."""
+    nodes = (cluster.login, *cluster.nodes)
+    for n in nodes:
+        cluster.run(f"mkdir -p -m 1777 {TMPFS}; cp /etc/slurm/slurm.conf "
+                    f"/etc/slurm/slurm.conf.before-tmpfs; "
+                    f"echo TmpFS={TMPFS} >>/etc/slurm/slurm.conf", node=n, user="root")
+    try:
+        cluster.run("scontrol reconfigure", user="root")
+        for n in cluster.nodes:
+            cluster.wait_node_state(n, ["IDLE"], timeout=60)
+        step = f"srun --mpi=pmix --ntasks-per-node=1 --container-image={mpi_image}"
+        probe = ("sh -c 'd=${PMIX_SERVER_TMPDIR%/}; "
+                 "echo mounts $(grep -c \" $d \" /proc/self/mountinfo) "
+                 "$(grep -c \" /var/spool/slurmd \" /proc/self/mountinfo)'")
+        cluster.put(SCRIPT, f"{step} mpi-allreduce\necho == later step\n"
+                            f"{step} mpi-allreduce\n{step} {probe}\n")
+        res = cluster.run(f"salloc -N2 -w node1,node2 bash {SCRIPT}", timeout=300, check=False)
+        first, _, later = res.out.partition("== later step")
+        want = [(0, "node1", 3), (1, "node2", 3)]
+        assert allreduced(first) == want, res
+        assert allreduced(later) == want, res
+        assert "cannot bind" not in res.out + res.err, res
+        # PMIX_SERVER_TMPDIR mounted once at its own path; SlurmdSpoolDir not at all.
+        assert re.findall(r"^mounts (\d+) (\d+)$", res.out, re.M) == [("1", "0")] * 2, res
+        assert res.rc == 0, res
+    finally:
+        for n in nodes:
+            cluster.run("mv /etc/slurm/slurm.conf.before-tmpfs /etc/slurm/slurm.conf",
+                        node=n, user="root")
+        cluster.run("scontrol reconfigure", user="root")
