@@ -70,9 +70,10 @@ struct sq_yield_obs {
 int sq_yield_next(int duty, const struct sq_yield_obs *o);
 
 /* --- Resuming an extraction cut short (a job ended) ---
- * An extraction keeps CACHE/UID/KEY.part/rootfs when its job ends; the next one lists the
- * image (`unsquashfs -llnumeric -UTC`), keeps the files already complete and extracts the
- * rest over the tree (`-f`, those files excluded). */
+ * An extraction keeps CACHE/UID/KEY.part/rootfs when its job ends; the next one takes the
+ * image's listing (`unsquashfs -llnumeric -UTC`, made once, kept in KEY.part), keeps the
+ * files already complete and extracts the rest over the tree (`-f`, those files
+ * excluded). */
 
 /* One line of `unsquashfs -llnumeric -UTC`:
  *   MODE UID/GID SIZE YYYY-MM-DD HH:MM squashfs-root[/NAME][ -> TARGET]

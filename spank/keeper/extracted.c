@@ -395,45 +395,97 @@ static void extract_argv(const char **argv, const char *unsquashfs, const char *
 	argv[i] = NULL;
 }
 
-/* KEY.part/list: the image's listing (`unsquashfs -llnumeric -UTC`), which a resumed
- * run plans from and every run takes the modes from. 0 ok, -1 failed. */
-static int write_listing(int pfd, const char *unsquashfs, const char *image)
+/* A record of KEY.part (a regular file, never followed) is there. */
+static int has_record(int pfd, const char *name)
 {
-	const char *argv[] = { unsquashfs, "-llnumeric", "-UTC", image, NULL };
-	int lfd = openat(pfd, "list", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-			 O_CLOEXEC, 0600);
-	int status;
+	int fd = sq_open_regular(pfd, name, SQ_OPEN_NOFOLLOW, NULL);
 
-	if (lfd < 0)
-		return -1;
-	status = sq_run_governed((char *const *)argv, lfd);
-	close(lfd);
-	return status == 0 ? 0 : -1;
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
 }
 
-/* Make KEY.part (with its record) ready to extract into: 1 resume (exclude written),
- * 0 from scratch, -1 failed. */
+/* An empty record of KEY.part. 0 ok, -1 failed. */
+static int put_record(int pfd, const char *name)
+{
+	int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+			O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+/* KEY.part/list: the image's listing (`unsquashfs -llnumeric -UTC`), which a resumed
+ * run plans from and every run takes the modes from. Written aside and renamed, then
+ * KEY.part/listed says that list (and the plans, exclude) are whole: a later run takes
+ * them as they are instead of listing the image again (its key names the image). 0 ok,
+ * -1 failed. */
+static int write_listing(int pfd, const char *unsquashfs, const char *image, int *duty)
+{
+	const char *argv[] = { unsquashfs, "-llnumeric", "-UTC", image, NULL };
+	int lfd, status;
+
+	unlinkat(pfd, "listed", 0);
+	lfd = openat(pfd, "list.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+		     O_CLOEXEC, 0600);
+	if (lfd < 0)
+		return -1;
+	status = sq_run_governed_at((char *const *)argv, lfd, duty);
+	close(lfd);
+	if (status != 0 || renameat(pfd, "list.tmp", pfd, "list") != 0)
+		return -1;
+	return put_record(pfd, "listed");
+}
+
+/* The records of KEY.part, removed once the tree is published (or started over). */
+static const char *const part_records[] = { "list", "list.tmp", "listed", "exclude",
+					    "exclude.tmp", "extracted", "started", NULL };
+
+static void drop_records(int pfd)
+{
+	for (int i = 0; part_records[i] != NULL; i++)
+		unlinkat(pfd, part_records[i], 0);
+}
+
+/* An earlier run's KEY.part to resume from, or -1 (nothing, or records that cannot be
+ * trusted); *first: when its first run began. */
+static int open_resumable(int dfd, const char *part, unsigned long inodes, long long *first)
+{
+	struct stat st;
+	int pfd = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (pfd < 0)
+		return -1;
+	*first = sq_resume_read_started(pfd);
+	if (*first <= 0 || *first > (long long)time(NULL) || inodes == 0 ||
+	    fstatat(pfd, "rootfs", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+		close(pfd);
+		return -1;
+	}
+	return pfd;
+}
+
+/* Make KEY.part (with its record) ready to extract into: 2 extracted already (a run cut
+ * after unsquashfs: give the modes and publish), 1 resume (exclude written), 0 from
+ * scratch, -1 failed. *duty: the governor's duty to start at, left where the listing's
+ * run ended; *links: the image has hard links. */
 static int prepare_part(int dfd, const char *cache_dir, const char *key, const char *image,
-			const char *unsquashfs, int *pfd_out, unsigned long *inodes)
+			const char *unsquashfs, int *pfd_out, unsigned long *inodes, int *duty,
+			int *links)
 {
 	char part[64], path[PATH_MAX], dest[PATH_MAX + 16];
+	struct sq_resume_cost cost;
 	long long first = 0;
-	size_t kept = 0;
 	struct stat st;
-	int pfd, status;
+	int pfd, status = 0, listed;
 
 	snprintf(part, sizeof(part), "%s.part", key);
 	entry_path(path, sizeof(path), cache_dir, part, "");
 	*inodes = sq_resume_image_inodes(image);
-	pfd = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (pfd >= 0) {
-		first = sq_resume_read_started(pfd);
-		if (first <= 0 || first > (long long)time(NULL) || *inodes == 0 ||
-		    fstatat(pfd, "rootfs", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
-			close(pfd);
-			pfd = -1;
-		}
-	}
+	pfd = open_resumable(dfd, part, *inodes, &first);
 	if (pfd < 0) {
 		/* Nothing to resume (or a record that cannot be trusted): from scratch. */
 		if (fstatat(dfd, part, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -446,7 +498,7 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 			return -1;
 		pfd = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (pfd < 0 || sq_resume_write_started(pfd, (long long)time(NULL)) < 0 ||
-		    write_listing(pfd, unsquashfs, image) < 0) {
+		    write_listing(pfd, unsquashfs, image, duty) < 0) {
 			if (pfd >= 0)
 				close(pfd);
 			return -1;
@@ -455,19 +507,28 @@ static int prepare_part(int dfd, const char *cache_dir, const char *key, const c
 		return 0;
 	}
 	*pfd_out = pfd;
-	/* The image's listing, then what of it is on disk already. */
-	status = write_listing(pfd, unsquashfs, image);
+	/* Resumed: at full speed from the first period (it yields from the first one in which
+	 * other work shows); a short job has no time for a slow start. */
+	*duty = SQ_YIELD_FULL;
+	/* The listing and plan an earlier run of this squall left are whole (listed): taken
+	 * as they are; an older squall's are made again. */
+	listed = has_record(pfd, "listed") && has_record(pfd, "list");
+	if (listed && has_record(pfd, "extracted"))
+		return 2;
+	if (!listed)
+		status = write_listing(pfd, unsquashfs, image, duty);
 	snprintf(dest, sizeof(dest), "%s/rootfs", path);
-	if (status != 0 || sq_resume_plan(pfd, first, *inodes, &kept) < 0) {
+	if (status != 0 || sq_resume_plan(pfd, first, *inodes, listed, &cost) < 0) {
 		remove_tree(dest);
 		unlinkat(pfd, "exclude", 0);
 		if (status != 0 || sq_resume_write_started(pfd, (long long)time(NULL)) < 0)
 			return -1;
 		return 0;
 	}
-	/* Directories it may have to write into again (a 0555 one given its mode early):
-	 * every directory is walked by the run, which gives each its mode and times. */
-	nftw(dest, open_up, 32, FTW_PHYS);
+	*links = cost.links;
+	/* Directories it may have to write into again (a 0555 one given its mode early),
+	 * from the listing: the run walks every directory and gives each its mode and times. */
+	sq_resume_open_dirs(pfd);
 	return 1;
 }
 
@@ -498,15 +559,42 @@ static const char *keep_copy(int dfd, const char *key, int pfd, const char *path
 	return renameat(dfd, name, pfd, "image.sqsh") == 0 ? source : NULL;
 }
 
+/* Run unsquashfs into dest (over a partial tree, leaving out the files of exclude, when
+ * exclude is given), then check a resumed tree of an image with hard links has inodes
+ * inodes (0: no check), then say so in KEY.part/extracted. 0 ok, -1 failed. */
+static int extract(int pfd, const char *unsquashfs, const char *dest, const char *image,
+		   const char *exclude, unsigned long inodes, int *duty)
+{
+	const char *argv[24];
+	mode_t mask;
+	int status;
+
+	extract_argv(argv, unsquashfs, dest, image, exclude);
+	/* umask 0: unsquashfs run by a user gives a file its mode less the umask (the modes it
+	 * drops, set-id bits, are given from the listing after it). xattrs stay out
+	 * (-no-xattrs), as before. */
+	mask = umask(0);
+	status = sq_run_governed_at((char *const *)argv, -1, duty);
+	umask(mask);
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	/* Resumed: as many inodes as the image (a hard link cut apart would be a copy; with
+	 * no hard links in the image there is none to cut). */
+	if (inodes != 0 && sq_resume_tree_inodes(dest) != inodes)
+		return -1;
+	/* Extracted: a job's end from here on leaves a tree the next run gives its modes and
+	 * publishes, without listing or extracting again. */
+	return put_record(pfd, "extracted");
+}
+
 static int build(const char *cache_dir, const char *key, const char *image,
 		 const char *copy, const char *unsquashfs, unsigned long long max_bytes)
 {
 	char part[64], name[64], path[PATH_MAX], dest[PATH_MAX + 16], exclude[PATH_MAX + 16];
 	char staged[PATH_MAX], source[PATH_MAX + 16];
-	const char *argv[24];
 	unsigned long inodes = 0;
-	int dfd, fd, pfd = -1, sfd, status, rv = -1, sized = 0, resume;
-	mode_t mask;
+	int dfd, fd, pfd = -1, sfd, rv = -1, sized = 0, resume, links = 0;
+	int duty = SQ_YIELD_START;
 
 	if (strlen(cache_dir) + 64 >= PATH_MAX || strlen(key) != 32)
 		return -1;
@@ -536,27 +624,19 @@ static int build(const char *cache_dir, const char *key, const char *image,
 	entry_path(staged, sizeof(staged), cache_dir, key, ".sqsh");
 	if (staged[0] && stage_copy(dfd, key, copy, staged))
 		image = staged;
-	resume = prepare_part(dfd, cache_dir, key, image, unsquashfs, &pfd, &inodes);
+	resume = prepare_part(dfd, cache_dir, key, image, unsquashfs, &pfd, &inodes, &duty,
+			      &links);
 	if (resume < 0)
 		goto fail;
 	if (image == staged && (image = keep_copy(dfd, key, pfd, path, source,
 						  sizeof(source))) == NULL)
 		goto fail;
-	extract_argv(argv, unsquashfs, dest, image, resume ? exclude : NULL);
-	/* umask 0: unsquashfs run by a user gives a file its mode less the umask (the modes it
-	 * drops, set-id bits, are given from the listing after it). xattrs stay out
-	 * (-no-xattrs), as before. */
-	mask = umask(0);
-	status = sq_run_governed((char *const *)argv, -1);
-	umask(mask);
-	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		goto fail;
-	/* Resumed: as many inodes as the image (a hard link cut apart would be a copy). */
-	if (resume && sq_resume_tree_inodes(dest) != inodes)
+	if (resume < 2 && extract(pfd, unsquashfs, dest, image, resume ? exclude : NULL,
+				  resume && links ? inodes : 0, &duty) < 0)
 		goto fail;
 	if (sq_resume_apply_modes(pfd, dest) < 0)
 		goto fail;
-	/* The records (started, list, exclude) stay until the tree is published: a job's end
+	/* The records (started, list, listed, exclude, extracted) stay until the tree is published: a job's end
 	 * before the rename leaves a tree the next run resumes (and publishes), not one it
 	 * cannot trust and starts over. The tree alone is counted. */
 	tree_bytes = 0;
@@ -581,9 +661,7 @@ static int build(const char *cache_dir, const char *key, const char *image,
 		 * Cut before they do, they are a few small files in KEY beside rootfs, which
 		 * nothing reads there (sq_extracted_ready looks at KEY/rootfs) and eviction
 		 * removes with the tree. */
-		unlinkat(pfd, "list", 0);
-		unlinkat(pfd, "exclude", 0);
-		unlinkat(pfd, "started", 0);
+		drop_records(pfd);
 		unlinkat(pfd, "image.sqsh", 0);
 		rv = 0;
 	}

@@ -90,10 +90,19 @@ static int nap_or_exit(pid_t pid, long ms, int *status)
 
 int sq_run_governed(char *const argv[], int out_fd)
 {
+	int duty = SQ_YIELD_START;
+
+	return sq_run_governed_at(argv, out_fd, &duty);
+}
+
+int sq_run_governed_at(char *const argv[], int out_fd, int *duty_io)
+{
 	struct gov_sample a, b;
-	int status = -1, duty = SQ_YIELD_START, stopped = 0;
+	int status = -1, duty = *duty_io, stopped = 0;
 	pid_t parent = getpid(), pid = fork();
 
+	if (duty < SQ_YIELD_FLOOR || duty > SQ_YIELD_FULL)
+		duty = SQ_YIELD_START;
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
@@ -140,5 +149,6 @@ int sq_run_governed(char *const argv[], int out_fd)
 		duty = sq_yield_next(duty, &o);
 		a = b;
 	}
+	*duty_io = duty;
 	return status;
 }

@@ -11,4 +11,10 @@
  * Returns its wait status, -1 when it could not be started. */
 int sq_run_governed(char *const argv[], int out_fd);
 
+/* The same, its first period at *duty (SQ_YIELD_FLOOR..SQ_YIELD_FULL), *duty left at the
+ * duty of its last period: an extraction's listing and its run go on in one cycle, and a
+ * resumed extraction starts at full speed (it yields from the first period in which other
+ * work shows) instead of at the floor. */
+int sq_run_governed_at(char *const argv[], int out_fd, int *duty);
+
 #endif

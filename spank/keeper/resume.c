@@ -86,14 +86,49 @@ static int sig_cmp(const void *x, const void *y)
 	return a->gid < b->gid ? -1 : a->gid > b->gid;
 }
 
-/* nftw: every directory searchable and writable by its owner (sq_resume_apply_modes
- * gives each its mode after). */
-static int open_dir_up(const char *path, const struct stat *st, int type, struct FTW *f)
+/* The directories of the listing (list, len bytes) whose listed mode keeps their owner
+ * out (a 0555 one), searchable and writable by their owner again: unsquashfs makes every
+ * directory 0700 and gives it its mode when it has made what is in it, so only those can
+ * be closed to it; sq_resume_apply_modes gives each its mode after. No walk of the tree. */
+static void open_listed_dirs(int rfd, const char *list, size_t len)
 {
-	(void)f;
-	if ((type == FTW_D || type == FTW_DNR) && (st->st_mode & 0700) != 0700)
-		chmod(path, (st->st_mode & 07777) | 0700);
-	return 0;
+	for (size_t i = 0; i < len;) {
+		const char *line = list + i, *nl = memchr(line, '\n', len - i);
+		size_t n = nl != NULL ? (size_t)(nl - line) : len - i;
+		struct sq_list_entry e;
+		char name[PATH_MAX];
+		struct stat st;
+
+		i += n + 1;
+		if (sq_cache_list_parse(line, n, &e) < 0 || e.type != 'd' ||
+		    (e.mode & 0700) == 0700 || e.name_len >= sizeof(name))
+			continue;
+		memcpy(name, line + e.name_off, e.name_len);
+		name[e.name_len] = '\0';
+		if (e.name_len == 0)
+			snprintf(name, sizeof(name), ".");
+		if (fstatat(rfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+		    (st.st_mode & 0700) != 0700 &&
+		    fchmodat(rfd, name, (st.st_mode & 07777) | 0700, 0) != 0)
+			continue;   /* the run then fails on it, and is not resumed */
+	}
+}
+
+int sq_resume_open_dirs(int pfd)
+{
+	size_t len = 0;
+	int lfd = sq_open_regular(pfd, "list", SQ_OPEN_NOFOLLOW, NULL);
+	int rfd = openat(pfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	char *list = lfd >= 0 && rfd >= 0 ? sq_read_all(lfd, &len) : NULL;
+
+	if (list != NULL)
+		open_listed_dirs(rfd, list, len);
+	if (lfd >= 0)
+		close(lfd);
+	if (rfd >= 0)
+		close(rfd);
+	free(list);
+	return list != NULL ? 0 : -1;
 }
 
 /* sq_resume_plan's state over its two passes of the listing. */
@@ -103,8 +138,12 @@ struct resume_scan {
 	int maybe_links;        /* more names than inodes: some files are hard links */
 	struct sig *missing;    /* pass 0: the files not yet complete, sorted after it */
 	size_t nmissing, cap;
-	FILE *out;              /* pass 1: KEY.part/exclude */
+	FILE *out;              /* pass 1: KEY.part/exclude.tmp */
 	size_t kept;
+	unsigned char *done;    /* pass 0 decides, per line, whether its file is complete */
+	const char *old, *old_end;   /* the last plan's names (complete then, untouched since),
+				      * in the listing's order; the next one to meet */
+	size_t stats;           /* files looked at on disk */
 };
 
 /* A regular file of the listing, and whether rootfs already has it whole. */
@@ -119,10 +158,29 @@ static struct sig sig_of(const struct sq_list_entry *e)
 	return (struct sig){ e->size, e->mtime, e->mode, e->uid, e->gid };
 }
 
-/* One line of the listing into f: 1 a regular file, 0 another kind of entry, -1 a line
- * that cannot be trusted. */
-static int read_listed(const struct resume_scan *s, const char *line, size_t n,
-		       struct listed *f)
+/* 1 when name is the next name of the last plan (kept then: unsquashfs -f never touched it
+ * since), moving past it. The plan lists names in the listing's order, so a name it does
+ * not hold is met before the next one it does. */
+static int in_last_plan(struct resume_scan *s, const char *name, size_t len)
+{
+	const char *nl;
+	size_t n;
+
+	if (s->old == NULL || s->old >= s->old_end)
+		return 0;
+	nl = memchr(s->old, '\n', (size_t)(s->old_end - s->old));
+	n = nl != NULL ? (size_t)(nl - s->old) : (size_t)(s->old_end - s->old);
+	if (n != len || memcmp(s->old, name, len) != 0)
+		return 0;
+	s->old += n + (nl != NULL);
+	return 1;
+}
+
+/* One line (number idx) of the listing into f: 1 a regular file, 0 another kind of entry,
+ * -1 a line that cannot be trusted. Pass 0 decides whether the file is complete (from the
+ * last plan, else on disk), pass 1 reads that decision. */
+static int read_listed(struct resume_scan *s, const char *line, size_t n, size_t idx,
+		       int pass, struct listed *f)
 {
 	struct stat st;
 
@@ -134,8 +192,17 @@ static int read_listed(const struct resume_scan *s, const char *line, size_t n,
 		return -1;
 	memcpy(f->name, line + f->e.name_off, f->e.name_len);
 	f->name[f->e.name_len] = '\0';
+	if (pass == 1) {
+		f->done = s->done[idx];
+		return 1;
+	}
+	if (in_last_plan(s, f->name, f->e.name_len)) {
+		f->done = s->done[idx] = 1;
+		return 1;
+	}
+	s->stats++;
 	if (fstatat(s->rfd, f->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		f->done = 0;
+		f->done = s->done[idx] = 0;
 		return 1;
 	}
 	/* The set-id and sticky bits are given after unsquashfs (sq_resume_apply_modes): a
@@ -144,6 +211,7 @@ static int read_listed(const struct resume_scan *s, const char *line, size_t n,
 		st.st_mode |= f->e.mode & 07000;
 	f->done = sq_cache_file_complete(&f->e, st.st_mode, (unsigned long long)st.st_size,
 					 (long long)st.st_mtime, s->first_start);
+	s->done[idx] = (unsigned char)f->done;
 	return 1;
 }
 
@@ -188,6 +256,7 @@ static int scan_listing(struct resume_scan *s, const char *list, int pass)
 {
 	const char *l = list;
 	struct listed f;
+	size_t idx = 0;
 
 	while (*l) {
 		const char *nl = strchr(l, '\n'), *line = l;
@@ -195,7 +264,7 @@ static int scan_listing(struct resume_scan *s, const char *list, int pass)
 		int rc;
 
 		l += n + (nl != NULL);
-		rc = read_listed(s, line, n, &f);
+		rc = read_listed(s, line, n, idx++, pass, &f);
 		if (rc < 0)
 			return -1;
 		if (rc > 0 && (pass == 0 ? note_missing(s, &f) : write_kept(s, &f)) != 0)
@@ -204,19 +273,31 @@ static int scan_listing(struct resume_scan *s, const char *list, int pass)
 	return 0;
 }
 
+/* The last plan (KEY.part/exclude) when reuse is set, else NULL; *len its bytes. */
+static char *last_plan(int pfd, int reuse, size_t *len)
+{
+	int fd = reuse ? sq_open_regular(pfd, "exclude", SQ_OPEN_NOFOLLOW, NULL) : -1;
+	char *text = fd >= 0 ? sq_read_all(fd, len) : NULL;
+
+	if (fd >= 0)
+		close(fd);
+	return text;
+}
+
 /* Write KEY.part/exclude: the regular files of listing (KEY.part/list) already complete
  * in KEY.part/rootfs, so that the next run extracts only the rest. When the image has hard
  * links (more names than inodes), a complete file that may be a link of one still missing
  * (same size, time, mode, owner) is extracted again, so that unsquashfs links the two.
  * 0 ok (*kept: how many), -1 when the listing cannot be trusted (extract from scratch). */
-int sq_resume_plan(int pfd, long long first_start, unsigned long inodes, size_t *kept)
+int sq_resume_plan(int pfd, long long first_start, unsigned long inodes, int reuse,
+		   struct sq_resume_cost *cost)
 {
 	struct resume_scan s = { .rfd = -1, .first_start = first_start };
-	size_t len = 0, names = 0;
+	size_t len = 0, names = 0, oldlen = 0;
 	int lfd, xfd, rv = -1;
-	char *list = NULL;
+	char *list = NULL, *old = NULL;
 
-	*kept = 0;
+	memset(cost, 0, sizeof(*cost));
 	lfd = sq_open_regular(pfd, "list", SQ_OPEN_NOFOLLOW, NULL);
 	s.rfd = openat(pfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (lfd < 0 || s.rfd < 0 || (list = sq_read_all(lfd, &len)) == NULL)
@@ -224,19 +305,30 @@ int sq_resume_plan(int pfd, long long first_start, unsigned long inodes, size_t 
 	for (size_t i = 0; i < len; i++)
 		names += list[i] == '\n';   /* one name a line, the root's included */
 	s.maybe_links = names > inodes;
-	xfd = openat(pfd, "exclude", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-		     O_CLOEXEC, 0600);
+	if ((s.done = calloc(names + 1, 1)) == NULL)
+		goto fail;
+	if ((old = last_plan(pfd, reuse, &oldlen)) != NULL) {
+		s.old = old;
+		s.old_end = old + oldlen;
+	}
+	/* Written aside and renamed over the last plan: a plan cut short is never read as
+	 * one (its names are trusted without a look at the disk). */
+	xfd = openat(pfd, "exclude.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+		     O_NONBLOCK | O_CLOEXEC, 0600);
 	if (xfd >= 0 && (s.out = fdopen(xfd, "w")) == NULL)
 		close(xfd);
 	if (s.out == NULL || scan_listing(&s, list, 0) != 0)
 		goto fail;
 	if (s.nmissing > 0)
 		qsort(s.missing, s.nmissing, sizeof(*s.missing), sig_cmp);
-	if (scan_listing(&s, list, 1) != 0 || fflush(s.out) != 0)
+	if (scan_listing(&s, list, 1) != 0 || fflush(s.out) != 0 ||
+	    renameat(pfd, "exclude.tmp", pfd, "exclude") != 0)
 		goto fail;
 	rv = 0;
 fail:
-	*kept = s.kept;
+	cost->kept = s.kept;
+	cost->stats = s.stats;
+	cost->links = s.maybe_links;
 	if (s.out != NULL)
 		fclose(s.out);
 	if (lfd >= 0)
@@ -244,6 +336,8 @@ fail:
 	if (s.rfd >= 0)
 		close(s.rfd);
 	free(list);
+	free(old);
+	free(s.done);
 	free(s.missing);
 	return rv;
 }
@@ -320,7 +414,8 @@ int sq_resume_apply_modes(int pfd, const char *rootfs)
 		rv = geteuid() == 0 ? 0 : -1;
 		goto fail;
 	}
-	nftw(rootfs, open_dir_up, 32, FTW_PHYS);
+	(void)rootfs;
+	open_listed_dirs(rfd, list, len);
 	rv = 0;
 	while (nlines > 0 && rv == 0) {
 		const char *line = list + starts[--nlines];

@@ -144,13 +144,13 @@ def wrong_modes(root: Path, image: Path) -> dict[str, tuple[str | None, str | No
             if have.get(n) != want.get(n)}
 
 
-def probe(exe: Path, cache: Path, image: Path) -> list[str]:
+def probe(exe: Path, cache: Path, image: Path, tool: str = "") -> list[str]:
     return [*AS_NOBODY, str(exe), "build", str(cache), KEY, str(image),
-            shutil.which("unsquashfs") or "unsquashfs", str(1 << 40)]
+            tool or shutil.which("unsquashfs") or "unsquashfs", str(1 << 40)]
 
 
-def build(exe: Path, cache: Path, image: Path) -> str:
-    res = subprocess.run(probe(exe, cache, image), capture_output=True, text=True,
+def build(exe: Path, cache: Path, image: Path, tool: str = "") -> str:
+    res = subprocess.run(probe(exe, cache, image, tool), capture_output=True, text=True,
                          timeout=300, check=True, umask=0o077)
     return res.stdout.strip()
 
@@ -206,6 +206,27 @@ def test_a_cut_just_before_publishing_is_resumed_and_published(probes, cache, im
     tree = cache / KEY / "rootfs"
     assert not part.exists()
     # Resumed, not redone from scratch: every file is the one the cut run wrote.
+    assert inodes(tree) == written
+    assert wrong_modes(tree, image) == {}
+    assert sorted(p.name for p in (cache / KEY).iterdir()) == ["rootfs"]
+
+
+def test_a_complete_part_is_published_without_listing_or_extracting_again(probes, cache,
+                                                                          image):
+    """Issue 40: a complete `.part` needed a 5 s job to be published (listed, planned and
+    extracted again). A run cut after its extraction leaves `extracted`: the next one
+    gives the modes and publishes, running no unsquashfs at all (here: /bin/false)."""
+    proc = start(probes["cut"], cache, image)
+    try:
+        wait_stopped(proc)
+    finally:
+        kill_session(proc)
+    part = cache / f"{KEY}.part"
+    assert (part / "extracted").is_file() and (part / "listed").is_file()
+    written = inodes(part / "rootfs")
+    assert build(probes["plain"], cache, image, tool=shutil.which("false") or "/bin/false") \
+        == "rc=0"
+    tree = cache / KEY / "rootfs"
     assert inodes(tree) == written
     assert wrong_modes(tree, image) == {}
     assert sorted(p.name for p in (cache / KEY).iterdir()) == ["rootfs"]

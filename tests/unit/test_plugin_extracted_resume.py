@@ -115,6 +115,29 @@ def test_an_extraction_cut_short_is_resumed_not_started_over(cache_probe, cache,
     assert len(kept) >= 0.95 * len(written), (len(kept), len(written))
 
 
+def test_a_second_resume_takes_the_listing_and_plan_as_they_are(cache_probe, cache,
+                                                                 tmp_path):
+    """Issue 40: each resume listed the whole image again (`unsquashfs -lln`) and planned
+    against every file on disk before it extracted anything. The listing is kept in
+    KEY.part (with `listed`, which says it is whole) and the next plan starts from the last
+    one: the listing is never made again, and the tree is still the one-shot one."""
+    image = make_image(tmp_path, 4000, odd=False)
+    ref = listing(one_shot(tmp_path, image))
+    part = cache / f"{KEY}.part"
+    cut_short(cache_probe, cache, image, files=300)
+    assert (part / "listed").is_file()
+    first = (part / "list").stat()
+    cut_short(cache_probe, cache, image, files=900)
+    again = (part / "list").stat()
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+    plan = (part / "exclude").read_text().splitlines()
+    assert len(plan) >= 250 and not (part / "exclude.tmp").exists()
+    assert run(cache_probe, "build", cache, KEY, image, shutil.which("unsquashfs") or "",
+               1 << 40) == {"rc": "0"}
+    assert listing(cache / KEY / "rootfs") == ref
+    assert sorted(p.name for p in (cache / KEY).iterdir()) == ["rootfs"]
+
+
 def partial_from(tmp: Path, cache: Path, image: Path) -> Path:
     """A partial tree as a job's end may leave it: here, a whole one to take apart."""
     part = cache / f"{KEY}.part"

@@ -1,0 +1,105 @@
+"""The node-local copy finishes under short jobs (issue 40).
+
+An extraction cut by a job's end is resumed by the next job from where it stopped, at the
+cost of what is left to do: 17 one-second jobs in a row left `KEY.part` and never a copy
+(each resume listed the whole image again, planned against every file on disk and walked
+the tree before extracting, the governor starting slow). Twelve one-second jobs on a node
+now end with a finished copy that has the image's modes and sizes (docs/plugin.md, "Small
+files: the node-local cache of extracted images").
+"""
+
+from __future__ import annotations
+
+import re
+
+from .cluster import Cluster
+from .images import IMAGE_DIR, IMAGE_ENV, MKIMAGE, build_image
+from .leftovers import leftovers, wait_clean
+
+NODE = "node3"
+CACHE = "/var/lib/squall/cache/1000"
+JOBS = 12
+
+# The test image plus many small files (12 MB in 6,000 files, incompressible), in
+# directories of several modes (one 0555, one 0700) and files of several modes (set-uid,
+# set-gid, 0600, 0444): more than one 1 s job extracts beside a step.
+MANY_FILES = r"""
+big=$tmp/random
+head -c $(( 12 * 1048576 )) /dev/urandom >"$big"
+mkdir -p "$root/many"
+for d in $(seq -w 0 29); do
+    mkdir -p "$root/many/d$d"
+    dd if="$big" bs=409600 skip=$((10#$d)) count=1 status=none |
+        split -b 2048 -a 3 - "$root/many/d$d/f"
+done
+chmod 0600 "$root"/many/d00/*
+chmod 0444 "$root"/many/d01/*
+chmod 4755 "$root/many/d02/faaa"
+chmod 2755 "$root/many/d02/faab"
+chmod 0700 "$root/many/d03"
+chmod 0555 "$root/many/d04"
+rm -f "$big"
+"""
+SCRIPT = (f"{IMAGE_DIR}/mkimage-many.sh",
+          MKIMAGE.replace('mkdir -p "$(dirname "$out")"',
+                          MANY_FILES + 'mkdir -p "$(dirname "$out")"'))
+
+
+def entries(cluster: Cluster) -> list[str]:
+    return cluster.run(f"ls {CACHE} 2>/dev/null || true", node=NODE, user="root").out.split()
+
+
+def complete(cluster: Cluster) -> list[str]:
+    return [e for e in entries(cluster) if re.fullmatch(r"[0-9a-f]{32}", e)]
+
+
+def listing(text: str) -> dict[str, tuple[str, str]]:
+    """name -> (mode string, size of a regular file) from `unsquashfs -lln` or the find
+    below (the same columns: MODE OWNER SIZE DATE TIME squashfs-root/NAME)."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in text.splitlines():
+        f = line.split(None, 5)
+        if len(f) < 6 or not f[5].startswith("squashfs-root"):
+            continue
+        name = f[5].split(" -> ")[0]
+        out[name] = (f[0], f[2] if f[0].startswith("-") else "")
+    return out
+
+
+def test_twelve_one_second_jobs_finish_the_copy_with_the_image_modes(
+        cluster: Cluster) -> None:
+    image = build_image(cluster, f"{IMAGE_DIR}/localcache-many.sqsh", "cache-many",
+                        env=IMAGE_ENV, script=SCRIPT)
+    cluster.run(f"rm -rf {CACHE}/*", node=NODE, user="root")
+    done_after = 0
+    for i in range(1, JOBS + 1):
+        res = cluster.run(f"srun -N1 -w {NODE} --container-image={image} "
+                          "--container-log=verbose sleep 1", timeout=300)
+        assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+        if i == 1:
+            assert "extracting it on this node in the background" in res.err, res.err
+            # The image is more than one short job extracts: the test means something.
+            assert not complete(cluster), entries(cluster)
+        if complete(cluster):
+            done_after = i
+            break
+    print(f"copy finished after {done_after} one-second jobs")
+    assert done_after, f"no copy after {JOBS} one-second jobs: {entries(cluster)}"
+    key = complete(cluster)[0]
+    assert not [e for e in entries(cluster) if e.endswith(".part") or "copy-" in e], \
+        entries(cluster)
+    # The published tree: nothing but the image (no records left in it), with its modes.
+    assert cluster.run(f"ls -A {CACHE}/{key}", node=NODE, user="root").out.split() == \
+        ["rootfs"]
+    want = listing(cluster.run(f"unsquashfs -lln {image}", node=NODE, user="root",
+                               timeout=120).out)
+    have = listing(cluster.run(
+        f"cd {CACHE}/{key}/rootfs && find . -printf '%M 0/0 %s d t squashfs-root/%P\\n' "
+        "| sed 's#squashfs-root/$#squashfs-root#'", node=NODE, user="root",
+        timeout=120).out)
+    assert len(want) > 6000, len(want)
+    assert have == want, sorted(set(have.items()) ^ set(want.items()))[:20]
+    # A later job starts from it.
+    later = cluster.run(f"srun -N1 -w {NODE} --container-image={image} "
+                        "--container-log=verbose cat /etc/squall-image-id", timeout=300)
+    assert later.out.strip() == "cache-many" and "extracted cache hit" in later.err, later
