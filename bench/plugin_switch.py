@@ -113,8 +113,9 @@ def wait_idle(cluster: Cluster, timeout: float = 120) -> None:
                       f"{' '.join(out.split())}; cancel them first")
 
 
-def switch(cluster: Cluster, plugin: str, wait: float = 120) -> None:
-    """Make every node (and the login node) load PLUGIN's line."""
+def switch(cluster: Cluster, plugin: str, wait: float = 120, squall_args: str = "") -> None:
+    """Make every node (and the login node) load PLUGIN's line; SQUALL_ARGS are added to
+    squall's (a bench's setting, e.g. local_cache_max_nodes=2)."""
     if plugin not in PLUGINS:
         raise SwitchError(f"unknown plugin {plugin!r}: use one of {', '.join(PLUGINS)}")
     wait_idle(cluster, wait)
@@ -124,6 +125,9 @@ def switch(cluster: Cluster, plugin: str, wait: float = 120) -> None:
                     f"cp -p {PLUGSTACK} {SAVED}; }}", node=node, user="root")
         if plugin == "squall":
             cmd = f"cp -p {SAVED} {PLUGSTACK}.new"
+            if squall_args:
+                cmd += (f" && sed -i '/^required .*spank_squall.so/s|$| {squall_args}|'"
+                        f" {PLUGSTACK}.new")
         else:
             cmd = (f"test -f {PYXIS_SO} || {{ echo 'Pyxis is not installed at {PYXIS_SO}:"
                    f" run bench/plugin_switch.py install' >&2; exit 1; }}; "
@@ -139,10 +143,10 @@ def switch(cluster: Cluster, plugin: str, wait: float = 120) -> None:
 
 
 @contextlib.contextmanager
-def using(cluster: Cluster, plugin: str) -> Iterator[None]:
-    """Run the block with PLUGIN's line; squall's is back afterwards, however it ends."""
+def using(cluster: Cluster, plugin: str, squall_args: str = "") -> Iterator[None]:
+    """Run the block with PLUGIN's line; squall's own is back afterwards, however it ends."""
     try:
-        switch(cluster, plugin)
+        switch(cluster, plugin, squall_args=squall_args)
         yield
     finally:
         cluster.run("scancel -u squall", user="root", check=False)
