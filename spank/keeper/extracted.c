@@ -202,8 +202,9 @@ static unsigned long long tree_size(const char *cache_dir, const char *name)
 }
 
 /* A copy of an image (shared_copy.h) that nothing will use: KEY.sqsh staged by an
- * extraction that died (KEY's lock free), or a broadcast's copy-JOB.STEP.* whose keeper
- * died before it took it (a day old). */
+ * extraction that died (KEY's lock free), or a broadcast's copy-JOB.STEP.* that no keeper
+ * holds and slurmd no longer writes (sq_copy_unused: an ended job's, or one whose keeper
+ * died before it took it). */
 static void clear_old_copy(int dfd, const char *name, const char *held_key)
 {
 	struct stat st;
@@ -213,7 +214,7 @@ static void clear_old_copy(int dfd, const char *name, const char *held_key)
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
 		return;
 	if (strncmp(name, "copy-", 5) == 0) {
-		if ((long long)time(NULL) - (long long)st.st_mtime > SQ_COPY_STALE_S)
+		if (sq_copy_unused(dfd, name, (long long)time(NULL)))
 			unlinkat(dfd, name, 0);
 		return;
 	}

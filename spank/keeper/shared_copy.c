@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -34,6 +35,43 @@ static void copy_name(char *buf, size_t len, const char *dir, const char *jobste
 {
 	if ((size_t)snprintf(buf, len, "%s/copy-%s.%s", dir, jobstep, what) >= len)
 		buf[0] = '\0';
+}
+
+int sq_copy_hold(const char *cache_dir, const char *jobstep)
+{
+	char path[PATH_MAX];
+	struct stat a, b;
+
+	copy_name(path, sizeof(path), cache_dir, jobstep, "lock");
+	if (!path[0])
+		return -1;
+	/* A sweep may remove a lock file nobody holds between its open and the flock here:
+	 * held only when the path still names the locked file. */
+	for (int i = 0; i < 3; i++) {
+		int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+
+		if (fd < 0)
+			return -1;
+		if (fstat(fd, &a) == 0 && S_ISREG(a.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+			futimens(fd, NULL);
+			return fd;
+		}
+		close(fd);
+	}
+	return -1;
+}
+
+void sq_copy_release(const char *cache_dir, const char *jobstep, int fd)
+{
+	char path[PATH_MAX];
+
+	if (fd < 0)
+		return;
+	copy_name(path, sizeof(path), cache_dir, jobstep, "lock");
+	if (path[0])
+		unlink(path);
+	close(fd);
 }
 
 /* sbcast is not governed (stopped between its RPCs it would time the slurmds out): it runs

@@ -31,9 +31,15 @@
 
 #include <stddef.h>
 
-/* Seconds after which a leftover copy-JOB.STEP.* of a job whose keeper died is removed by the
- * next eviction (extracted.c). */
-#define SQ_COPY_STALE_S (24LL * 3600)
+/* Held by each keeper that sends or receives a step's copy, from before the broadcast
+ * until its extraction took the copy: CACHE/UID/copy-JOB.STEP.lock (flock). A copy whose
+ * lock nobody holds and that slurmd has not written for SQ_COPY_QUIET_S seconds is removed
+ * by the next eviction (extracted.c) or job epilog (extracted_name.h: sq_copy_unused), so
+ * the late blocks of an ended job's broadcast, written after its epilog, do not stay. The
+ * lock's fd (-1 when it cannot be had: the copy is then as unprotected as before). */
+int sq_copy_hold(const char *cache_dir, const char *jobstep);
+/* The copy taken (or given up): the lock removed and released. */
+void sq_copy_release(const char *cache_dir, const char *jobstep, int fd);
 
 /* On the step's first node. have_tree: this node's tree is there, nothing to send (the
  * record says "none" so that the others read the image themselves). Else sends the source

@@ -178,8 +178,11 @@ static int fill_from(const struct keeper *k)
 {
 	const struct cache_share *sh = &k->share;
 	char copy[PATH_MAX] = "";
-	int rv;
+	int rv, hold = -1;
 
+	/* The step's copy is this keeper's until its extraction took it (shared_copy.h). */
+	if (sh->mode != NULL && sh->jobstep != NULL)
+		hold = sq_copy_hold(k->fill.dir, sh->jobstep);
 	if (sh->mode != NULL && strcmp(sh->mode, "send") == 0)
 		sq_copy_send(k->fill.dir, k->fill.key, k->fill.image, sh->jobstep, sh->sbcast, 0,
 			     copy, sizeof(copy));
@@ -187,6 +190,8 @@ static int fill_from(const struct keeper *k)
 		sq_copy_receive(k->fill.dir, k->fill.image, sh->jobstep, copy, sizeof(copy));
 	rv = sq_extracted_build(k->fill.dir, k->fill.key, k->fill.image, copy[0] ? copy : NULL,
 				k->fill.tool, k->fill.max);
+	if (hold >= 0)
+		sq_copy_release(k->fill.dir, sh->jobstep, hold);
 	return rv == 0 ? 0 : 1;
 }
 

@@ -131,9 +131,12 @@ void sq_epilog_run(const struct sq_config *cfg, spank_t sp)
 		slurm_error("squall: job epilog: no job id or user id from Slurm");
 		return;
 	}
-	/* Copies a step sent to nodes whose extraction did not take them (shared_copy.h). */
-	if (cfg->local_cache_gb > 0)
+	/* Copies a step sent to nodes whose extraction did not take them (shared_copy.h),
+	 * and the copies of every user's ended jobs that slurmd wrote after their epilog. */
+	if (cfg->local_cache_gb > 0) {
 		sq_extracted_drop_copies(cfg->local_cache, (long)uid, jobid);
+		sq_extracted_sweep_copies(cfg->local_cache);
+	}
 	rtfd = epilog_runtime_dir(cfg, jobid, uid);
 	if (rtfd < 0)
 		return;

@@ -1,4 +1,4 @@
-"""The node-local copy finishes under short jobs (issue 40).
+"""The node-local copy finishes under short jobs, and ended jobs' copies go (issue 40).
 
 An extraction cut by a job's end is resumed by the next job from where it stopped, at the
 cost of what is left to do: 17 one-second jobs in a row left `KEY.part` and never a copy
@@ -6,11 +6,17 @@ cost of what is left to do: 17 one-second jobs in a row left `KEY.part` and neve
 the tree before extracting, the governor starting slow). Twelve one-second jobs on a node
 now end with a finished copy that has the image's modes and sizes (docs/plugin.md, "Small
 files: the node-local cache of extracted images").
+
+The image a step sends to its nodes (`copy-JOB.STEP.in` in the node's cache directory)
+stayed for a day when slurmd wrote the job's late sbcast blocks after the job's epilog
+had removed it. A later job's epilog removes a copy that slurmd no longer writes (a
+minute) and that no keeper holds (`copy-JOB.STEP.lock`).
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 from .cluster import Cluster
 from .images import IMAGE_DIR, IMAGE_ENV, MKIMAGE, build_image
@@ -103,3 +109,40 @@ def test_twelve_one_second_jobs_finish_the_copy_with_the_image_modes(
     later = cluster.run(f"srun -N1 -w {NODE} --container-image={image} "
                         "--container-log=verbose cat /etc/squall-image-id", timeout=300)
     assert later.out.strip() == "cache-many" and "extracted cache hit" in later.err, later
+
+
+def test_copies_of_ended_jobs_are_removed_by_a_later_job(cluster: Cluster) -> None:
+    cluster.run(f"install -d -o 1000 -g 1000 -m 0700 {CACHE}", node=NODE, user="root")
+    ended = cluster.run(f"srun -N1 -w {NODE} printenv SLURM_JOB_ID").out.strip()
+    # What slurmd's late blocks of that job's broadcast leave after its epilog ran.
+    late = [f"{CACHE}/copy-{ended}.0.in", f"{CACHE}/copy-{ended}.0.sum"]
+    cluster.run(f"head -c 4194304 /dev/zero > {late[0]} && echo none > {late[1]} && "
+                f"touch -d '-2 min' {' '.join(late)}", node=NODE)
+    # A running job whose keeper waits for its copy (it holds the step's lock).
+    flag = f"/fsx/home/squall/jobs/copy-held-{ended}"
+    script = (f"#!/bin/bash\ncd {CACHE} && head -c 4194304 /dev/zero > "
+              "copy-$SLURM_JOB_ID.0.in && touch -d '-2 min' copy-$SLURM_JOB_ID.0.in && "
+              f"flock copy-$SLURM_JOB_ID.0.lock bash -c 'touch {flag}; sleep 120'\n")
+    running = cluster.sbatch(script, f"-N1 -w {NODE} -o /dev/null")
+    try:
+        deadline = time.monotonic() + 60
+        while not (cluster.fsx_host / flag[len("/fsx/"):]).exists():
+            assert time.monotonic() < deadline, "the running job never took its lock"
+            time.sleep(0.5)
+        held = f"{CACHE}/copy-{running}.0.in"
+        cluster.run(f"srun -N1 -w {NODE} true")       # a later job: its epilog sweeps
+        deadline = time.monotonic() + 30
+        while any(cluster.run(f"test -e {p}", node=NODE, user="root", check=False).rc == 0
+                  for p in late):
+            assert time.monotonic() < deadline, f"an ended job's copy stayed: {entries(cluster)}"
+            time.sleep(1)
+        assert cluster.run(f"test -e {held}", node=NODE, user="root", check=False).rc == 0, \
+            f"a copy a keeper holds was removed: {entries(cluster)}"
+    finally:
+        cluster.run(f"scancel {running}", user="root", check=False)
+        cluster.run(f"rm -f {flag}", check=False)
+    # Its job ended, that one goes too (its own epilog).
+    cluster.wait_job(running, {"CANCELLED", "COMPLETED", "FAILED"}, timeout=60)
+    assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+    assert not [e for e in entries(cluster) if e.startswith(f"copy-{running}.")], \
+        entries(cluster)

@@ -10,7 +10,9 @@ link and never a directory, in the user's directory as the plugin checks it.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +63,52 @@ def test_a_directory_of_the_wrong_owner_is_refused(cache):
 
 def test_no_directory_is_nothing_to_do(tmp_path):
     assert int(lib.sq_extracted_drop_copies(str(tmp_path / "none").encode(), UID, 7)) == -1
+
+
+def test_other_jobs_copies_go_once_nobody_waits_for_them(cache):
+    """Issue 40: slurmd wrote an ended job's late sbcast blocks after its epilog had removed
+    its copies, and they stayed for a day. A later epilog removes a copy of another job
+    once slurmd has not written it for a minute and no keeper holds its step's lock."""
+    user = cache / str(UID)
+    quiet = time.time() - 120
+    late = ["copy-5.0.in", "copy-5.0.sum", "copy-5.0.lock"]
+    waited = ["copy-6.0.in", "copy-6.0.lock"]
+    fresh = ["copy-8.0.in"]
+    for name in late + waited + fresh:
+        (user / name).write_bytes(b"x")
+    for name in late + waited:
+        os.utime(user / name, (quiet, quiet))
+    (user / "copy-9.0.lock").symlink_to("/etc/passwd")   # a link: no lock, never followed
+    (user / "copy-9.0.in").write_bytes(b"x")
+    os.utime(user / "copy-9.0.in", (quiet, quiet))
+    with open(user / "copy-6.0.lock", "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert drop(cache, 7) == 4
+    assert sorted(p.name for p in user.iterdir()) == sorted(waited + fresh + ["copy-9.0.lock"])
+    assert os.path.exists("/etc/passwd")
+
+
+def test_a_later_epilog_sweeps_every_users_unused_copies(cache):
+    """Whoever runs the node's next job: its epilog removes the unused copies of every user
+    (each user's directory checked as the plugin makes it; one refused is left alone)."""
+    other = cache / str(UID + 1)
+    other.mkdir(mode=0o700)
+    os.chown(other, UID + 1, UID + 1)
+    wrong = cache / str(UID + 2)       # another user's: refused, left alone
+    wrong.mkdir(mode=0o700)
+    quiet = time.time() - 120
+    for d in (cache / str(UID), other, wrong):
+        for name in ("copy-5.0.in", "copy-5.0.sum"):
+            (d / name).write_bytes(b"x")
+            os.utime(d / name, (quiet, quiet))
+        (d / "copy-6.0.in").write_bytes(b"x")      # being written: stays
+    os.chown(wrong, UID + 3, UID + 3)
+    (cache / "copy-5.0.in").write_bytes(b"x")      # the top directory is not a user's
+    os.utime(cache / "copy-5.0.in", (quiet, quiet))
+    assert int(lib.sq_extracted_sweep_copies(str(cache).encode())) == 4
+    for d in (cache / str(UID), other):
+        assert sorted(p.name for p in d.iterdir()) == ["copy-6.0.in"]
+    assert sorted(p.name for p in wrong.iterdir()) == ["copy-5.0.in", "copy-5.0.sum",
+                                                        "copy-6.0.in"]
+    assert (cache / "copy-5.0.in").exists()
+    assert int(lib.sq_extracted_sweep_copies(str(cache / "none").encode())) == -1

@@ -5,13 +5,14 @@ node's extraction then reads its copy (spank/keeper/extracted.c, through
 spank/keeper/tests/cache_probe.c, with the real mksquashfs and unsquashfs): the image path
 given names nothing here, so a tree can only come from the copy. A copy is moved into
 KEY.part while the extraction runs (a resumed run reads it again), removed once the tree is
-published, and what a dead job's broadcast left is removed after a day. The broadcast itself
-runs on the mini cluster (tests/integration/test_plugin_localcache.py) and its bytes from
-/fsx are measured on the scale cluster (tests/integration/test_scale_smoke.py).
+published, and what an ended job's broadcast left is removed once nobody waits for it. The
+broadcast itself runs on the mini cluster (tests/integration/test_plugin_localcache.py) and
+its bytes from /fsx are measured on the scale cluster (tests/integration/test_scale_smoke.py).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from pathlib import Path
@@ -91,20 +92,32 @@ def test_a_copy_that_is_not_an_image_fails_the_run_and_leaves_nothing(cache_prob
     assert left == [f"{KEY}.lock"], left
 
 
-def test_a_dead_jobs_broadcast_leftovers_go_after_a_day(cache_probe, cache):
-    day_ago = time.time() - 25 * 3600
+def test_a_broadcast_nobody_waits_for_goes_once_slurmd_stops_writing_it(cache_probe, cache):
+    """Issue 40: the copies of ended jobs stayed for a day (slurmd wrote late blocks after
+    the job epilog had removed them). A copy goes once it has not been written for a
+    minute and no keeper holds its step's lock (copy-JOB.STEP.lock, held by each keeper
+    that sends or receives it until its extraction took it)."""
+    quiet = time.time() - 120
     other = "f" * 32
-    stale = [cache / "copy-5.0.in", cache / "copy-5.0.sum", cache / "copy-5.0.out"]
-    fresh = [cache / "copy-9.0.in", cache / "copy-9.0.sum"]
-    for p in stale + fresh:
+    ended = [cache / "copy-5.0.in", cache / "copy-5.0.sum", cache / "copy-5.0.out",
+             cache / "copy-5.0.lock"]           # an ended job's: nobody holds the lock
+    waited = [cache / "copy-6.1.in", cache / "copy-6.1.lock"]   # a keeper waits for it
+    fresh = [cache / "copy-9.0.in", cache / "copy-9.0.sum"]      # still being written
+    for p in ended + waited + fresh:
         p.write_bytes(b"x" * 1000)
-    for p in stale:
-        os.utime(p, (day_ago, day_ago))
+    for p in ended + waited:
+        os.utime(p, (quiet, quiet))
     # A copy staged by an extraction that died (its key's lock free) goes at once.
     staged = cache / f"{other}.sqsh"
     staged.write_bytes(b"x" * 1000)
     (cache / f"{other}.lock").write_text("")
-    run(cache_probe, "evict", cache, 1 << 40)
-    assert [p.exists() for p in stale] == [False] * 3
+    with open(cache / "copy-6.1.lock", "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_SH)
+        run(cache_probe, "evict", cache, 1 << 40)
+    assert [p.exists() for p in ended] == [False] * 4
+    assert [p.exists() for p in waited] == [True] * 2
     assert [p.exists() for p in fresh] == [True] * 2
     assert not staged.exists()
+    # Its keeper gone (the job ended), the next pass takes it too.
+    run(cache_probe, "evict", cache, 1 << 40)
+    assert [p.exists() for p in waited] == [False] * 2
