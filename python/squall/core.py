@@ -240,6 +240,24 @@ def check_mount_sources(spec: _Text, cwd: _Text | None = None) -> None:
     _with_mounts(spec, cwd, check)
 
 
+def mount_datasets(spec: _Text, cwd: _Text | None = None) -> list[str]:
+    """The targets of ``spec``'s bind mounts whose source is a squashfs file (a dataset,
+    mounted read-only); raise for one refused (unreadable, or a dataset with ``rw``)."""
+
+    def check(lst: Any, err: Any) -> list[str]:
+        found = []
+        for m in (lst.items[i] for i in range(lst.count)):
+            r = lib.sq_dataset_check(ffi.addressof(m), err, ERRLEN)
+            if r < 0:
+                raise core_error(err)
+            if r == 1:
+                found.append(c_text(m.target) or "")
+        return found
+
+    targets: list[str] = _with_mounts(spec, cwd, check)
+    return targets
+
+
 # --- container options ---------------------------------------------------------------
 
 @dataclass(frozen=True)

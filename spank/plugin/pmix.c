@@ -6,9 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 
 #include "env.h"
 #include "mountapi.h"
+#include "mountpoint.h"
 #include "pmix.h"
 #include "strbuf.h"
 
@@ -94,73 +93,6 @@ struct ids {
 	gid_t gid;
 };
 
-/* Remount the container's root read-write (rw 1) or back read-only, its other flags kept. */
-static int root_writable(int rw)
-{
-	static const struct { unsigned long st, ms; } keep[] = {
-		{ ST_NOSUID, MS_NOSUID }, { ST_NODEV, MS_NODEV }, { ST_NOEXEC, MS_NOEXEC },
-		{ ST_NOATIME, MS_NOATIME }, { ST_NODIRATIME, MS_NODIRATIME },
-		{ ST_RELATIME, MS_RELATIME } };
-	unsigned long flags = MS_REMOUNT | MS_BIND | (rw ? 0 : MS_RDONLY);
-	struct statvfs v;
-
-	if (statvfs("/", &v) < 0)
-		return -1;
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
-		if (v.f_flag & keep[i].st)
-			flags |= keep[i].ms;
-	return mount(NULL, "/", NULL, flags, NULL);
-}
-
-/* mkdir as the user; where the container's root is read-only (Enroot's default), made in
- * its writable layer as Enroot's x-create=dir does before it makes the root read-only:
- * the root read-write for the mkdir, read-only again after (*flipped). */
-static int make_dir(const char *path, mode_t mode, uid_t uid, int *flipped)
-{
-	if (mkdir(path, mode) == 0 || errno == EEXIST)
-		return 0;
-	if (errno != EROFS || *flipped)
-		return -1;
-	setfsuid(0);
-	if (root_writable(1) < 0)
-		return -1;
-	*flipped = 1;
-	setfsuid(uid);
-	return make_dir(path, mode, uid, flipped);
-}
-
-/* mkdir -p the parents of path (0755), then path itself (0700), as Enroot's x-create=dir
- * does. Runs with the user's fsuid, which it keeps. 0 ok, -1 (errno). */
-static int make_mount_point(const char *path, const struct ids *cred)
-{
-	char buf[4096];
-	int flipped = 0, rv = 0, saved;
-
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *p = buf + 1; *p != '\0' && rv == 0; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		rv = make_dir(buf, 0755, cred->uid, &flipped);
-		setfsuid(cred->uid);
-		*p = '/';
-	}
-	if (rv == 0)
-		rv = make_dir(buf, 0700, cred->uid, &flipped);
-	saved = errno;
-	setfsuid(0);
-	if (flipped && root_writable(0) < 0 && rv == 0) {
-		saved = errno;
-		rv = -1;
-	}
-	setfsuid(cred->uid);
-	errno = saved;
-	return rv;
-}
-
 /* One directory's mount, copied in the node's namespace, attached in ns_mnt at its own
  * path. 0 ok, or the phase (2-4) that failed with errno set. Runs as root, creates as the
  * user. */
@@ -175,8 +107,7 @@ static int bind_one(int ns_mnt, const struct ids *cred, const char *dir)
 		return 3;
 	/* The container's filesystems map the user's ids, not the node's root. */
 	setfsgid(cred->gid);
-	setfsuid(cred->uid);
-	if (make_mount_point(dir, cred) < 0)
+	if (sq_mount_point_make(dir, cred->uid) < 0)
 		return 3;
 	setfsuid(0);
 	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)

@@ -449,6 +449,13 @@ static void after_start(struct sq_step *s)
 	if (s->pmix && sq_pmix_bind_dirs(s->ctr.ns_mnt, s->job_env, s->uid, s->gid, s->jobid,
 					 s->stepid, err, sizeof(err)) < 0)
 		sq_report_warn(err);
+	/* Datasets: the step's, in its namespace, before the tasks (and a shared layer) see
+	 * it; a step without its data fails. */
+	if (sq_datasets_mount(&s->datasets, s->ctr.ns_user, s->ctr.ns_mnt, s->ctr.root_fd,
+			      s->uid, s->gid, err, sizeof(err)) < 0) {
+		sq_report_fail(err);
+		return;
+	}
 	if (!s->ctr.kept)
 		share_layer(s);
 	if (sq_running_record(s->runtime_dir, s->step_name, s->ctr.pid, s->ctr.starttime,
@@ -566,7 +573,7 @@ static int resolve(struct sq_step *s, const char *cwd)
  * sq_step_user_init), then what it starts. 0 ok, -1 (error kept). */
 static int configure(struct sq_step *s, spank_t sp, char *const job_env[], const char *cwd)
 {
-	struct sq_conf_input in = { s->cfg, s->opt, NULL };
+	struct sq_conf_input in = { s->cfg, s->opt, NULL, &s->datasets };
 	struct sq_runtime rt;
 
 	if (s->stepid == SQ_STEP_BATCH) {

@@ -29,6 +29,7 @@
 
 #include "config.h"
 #include "container.h"
+#include "datasets.h"
 #include "image.h"
 #include "importer.h"
 #include "nsholder.h"
@@ -86,6 +87,7 @@ struct sq_step {
 	int entrypoint_log;
 	int pmix;                   /* Slurm's mpi/pmix runs the step (pmix.h) */
 	char *const *job_env;       /* user_init only: the job's environment (S_JOB_ENV) */
+	struct sq_datasets datasets;   /* --container-mounts' squashfs files (datasets.h) */
 	int saved;                  /* --container-save done */
 	struct sq_save_shared *save_shm;   /* node 0's tasks and slurmstepd (step_end.c) */
 	uint32_t exited;            /* tasks of this node that have exited */

@@ -50,6 +50,7 @@ void sq_step_stop_container(struct sq_step *s)
 		}
 	}
 	sq_container_stop(&s->ctr);
+	sq_datasets_end(&s->datasets);
 	sq_nsholder_release(&s->holder);
 	snprintf(what, sizeof(what), "%u", (unsigned)s->stepid);
 	if (owned)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dataset.h"
 #include "efa.h"
 #include "env.h"
 #include "mounts.h"
@@ -247,8 +248,21 @@ static int conf_mounts(const struct sq_conf_input *in, const char *cwd, char ***
 			sq_mounts_free(&mounts);
 			return sq_report_fail(err);
 		}
-		for (size_t i = 0; i < mounts.count; i++)
-			sq_strv_push(mount_lines, nm, mounts.items[i].fstab);
+		for (size_t i = 0; i < mounts.count; i++) {
+			/* A squashfs file is a dataset, mounted in the step's namespace once the
+			 * container is ready (datasets.h); the rest as Pyxis binds them. */
+			const struct sq_mount *m = &mounts.items[i];
+			int r = sq_dataset_check(m, err, sizeof(err));
+			if (r == 1)
+				r = sq_datasets_add(in->datasets, m->source, m->target, err,
+						    sizeof(err));
+			else if (r == 0)
+				sq_strv_push(mount_lines, nm, m->fstab);
+			if (r < 0) {
+				sq_mounts_free(&mounts);
+				return sq_report_fail(err);
+			}
+		}
 		sq_mounts_free(&mounts);
 	}
 	return 0;

@@ -21,6 +21,7 @@
 
 #include "conf.h"
 #include "config.h"
+#include "datasets.h"
 #include "options.h"
 
 /* What the step's --conf file is made from. */
@@ -28,6 +29,8 @@ struct sq_conf_input {
 	const struct sq_config *cfg;   /* plugstack.conf */
 	const struct sq_opts *opt;     /* the user's flags */
 	const char *batch_script;      /* the batch step's script, bound read-only; or NULL */
+	struct sq_datasets *datasets;  /* out: --container-mounts' squashfs files (datasets.h),
+					* left out of the conf file */
 };
 
 /* The step's runtime: *enroot (heap; plugstack.conf's enroot=, else found on PATH) and
