@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# `make demo`: the field report's story on the mini cluster. Build an image with sqshbuild,
-# write the job with mksbatch, run it on two nodes in containers with one hot spare (every
-# step an all-reduce between the ranks, as in training), kill a node, watch the job notice
-# by itself and go on on the spare from its last complete checkpoint, and check the final
-# state; print the seconds from the kill to training again and the steps lost.
+# `make demo`: the field report's story on the mini cluster, with real training. PyTorch
+# (Debian's python3-torch) from the cluster's registry by its tag, squashed by sqshbuild;
+# the job written by mksbatch: torchrun and DDP over gloo on two nodes in containers with
+# one hot spare; kill a node, watch the job notice by itself and start torchrun again on the
+# spare from its last complete torch.save checkpoint, and check the final model against an
+# uninterrupted run of the same training; print the seconds from the kill to every rank
+# training again and the steps lost.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -23,7 +25,23 @@ docker exec "$name-login" sinfo
 # The runtime the containers start with: NVIDIA's Enroot, built from its release source.
 for n in node1 node2 node3; do echo "$n: Enroot $(docker exec "$name-$n" enroot version)"; done
 
-say "2/6 sqshbuild: a local Docker image -> /fsx/images/demo.sqsh (cached by digest on /fsx)"
+tag=login:5000/squall/pytorch:2.6
+say "2/6 the image: PyTorch in the cluster's registry ($tag), a squashfs by sqshbuild"
+# Debian trixie's python3-torch (CPU, gloo, torchrun), built once on this machine (minutes)
+# and cached by content; pushed to the login node's registry when it lacks it
+# (docs/cluster.md).
+bash docker/build-pytorch.sh
+registry=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$name-login")
+python3 docker/push-image.py "$(bash docker/build-pytorch.sh --name)" "$registry:5000" "${tag#login:5000/}"
+# What the plugin does for the job's first step, done ahead: the image builder resolves the
+# tag, pulls it once for the cluster and squashes it into the shared cache by digest
+# (docs/plugin.md, "Registry images"); the job pins that digest for all its steps.
+sqsh=$(docker exec -u squall-builder -w / "$name-login" env -i \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+  sqshbuild build --cache-dir /fsx/squall/images "docker://$tag" | tail -n1)
+sqshbuild inspect "$fsx/${sqsh#/fsx/}"
+# The failover and mksbatch tests' small image, from a local Docker image (a file image:
+# --container-image=/fsx/images/demo.sqsh): sbatch/demo/allreduce.py and count.py run in it.
 docker build -q -f docker/demo-image.Dockerfile --build-arg "RELEASE=$release" -t "$name-demo:$release" . >/dev/null
 # The image is root's, in a directory of root's that everyone reads: a second `make demo`
 # replaces it (root's sqshbuild replaces only a file of its own, in a directory no one
@@ -35,17 +53,23 @@ rm -f "$fsx/images/demo.sqsh" "$fsx/images/demo.json"
 # image builder's (a uid that names no builder here, so root's sqshbuild refuses it:
 # docs/security.md), but in a cache of root's on /fsx.
 install -d -m 0755 "$fsx/.demo-cache"
-sqshbuild build --cache-dir "$fsx/.demo-cache" -o "$fsx/images/demo.sqsh" "dockerd://$name-demo:$release"
-sqshbuild inspect "$fsx/images/demo.sqsh"
+sqshbuild build --quiet --cache-dir "$fsx/.demo-cache" -o "$fsx/images/demo.sqsh" \
+  "dockerd://$name-demo:$release" >/dev/null
+echo "and /fsx/images/demo.sqsh (sqshbuild dockerd://$name-demo:$release), the tests' small image"
 
 say "3/6 mksbatch: the recipe -> an sbatch script (gang allocation with a hot spare, failover, resume)"
-rm -rf "$fsx/demo/ckpt" "$fsx/demo/logs" "$fsx/demo/final.json" "$fsx/demo/steps.log"
-cp sbatch/demo/demo.yaml sbatch/demo/allreduce.py "$fsx/demo/"
+rm -rf "$fsx/demo/ckpt" "$fsx/demo/logs" "$fsx/demo/final.json" "$fsx/demo/final.pt" \
+  "$fsx/demo/steps.log" "$fsx/demo/reference"
+cp sbatch/demo/demo.yaml sbatch/demo/train_ddp.py "$fsx/demo/"
 chown -R 1000:1000 "$fsx/demo"
 login "mksbatch /fsx/demo/demo.yaml -o /fsx/demo/job.sbatch && grep '^#SBATCH' /fsx/demo/job.sbatch"
 
-say "4/6 submit: two nodes, every task in a container started from the .sqsh"
-login "srun -N2 --container-image=/fsx/images/demo.sqsh --container-log=verbose bash -c '. /etc/os-release; echo \$(hostname): \$PRETTY_NAME'"
+say "4/6 submit: two nodes, every task in a container started from the registry tag"
+login "srun -N2 --container-image=$tag --container-log=verbose bash -c '. /etc/os-release; echo \$(hostname): \$PRETTY_NAME'"
+# The comparison for the end: the same training uninterrupted, in one process with the two
+# ranks simulated (each rank's batch; gradients times 1/2 summed in rank order, the
+# arithmetic of DDP's two-rank gloo all-reduce), in the same image on one node.
+login "srun -N1 -n1 --container-image=$tag --container-mounts=/fsx:/fsx python3 /fsx/demo/train_ddp.py --reference --world=2 --steps=120 --final=/fsx/demo/reference/final.json"
 jobid=$(login "sbatch --parsable /fsx/demo/job.sbatch")
 echo "job $jobid submitted"
 deadline=$((SECONDS + 120))
@@ -64,7 +88,7 @@ say "5/6 kill node $victim, rank 1's (the whole node container: slurmd, slurmste
 executed=$(wc -l <"$fsx/demo/steps.log")
 killed_at=$(date +%s.%N)
 docker kill "$name-$victim" >/dev/null
-echo "killed $victim at step $(tail -n1 "$fsx/demo/steps.log" | awk '{print $2}'); rank 0 now waits in its all-reduce"
+echo "killed $victim at step $(tail -n1 "$fsx/demo/steps.log" | awk '{print $2}'); rank 0's gradient all-reduce loses its peer"
 deadline=$((SECONDS + 120))
 until grep -q 'failover: attempt 1 on' "$fsx"/demo/logs/*.out; do
   [ $SECONDS -lt $deadline ] || fail "no relaunch within 120 s after the kill; see $fsx/demo/logs"
@@ -88,20 +112,21 @@ while :; do
 done
 
 say "6/6 went on on the spare from the last complete checkpoint, same final state as an uninterrupted run"
-grep -h -E 'squall: (job|resuming|no complete|failover)|allreduce.py' "$fsx"/demo/logs/*.out || true
-python3 - "$fsx/demo/final.json" "$fsx/demo/steps.log" "$back" "$(job_field Restarts)" <<'PY'
+grep -h -E 'squall: (job|resuming|no complete|failover)|train_ddp.py' "$fsx"/demo/logs/*.out || true
+python3 - "$fsx/demo/final.json" "$fsx/demo/reference/final.json" "$fsx/demo/steps.log" \
+  "$back" "$(job_field Restarts)" <<'PY'
 import json, sys
-final = json.load(open(sys.argv[1]))
-expected = list(range(120))
-# every step's all-reduce: rank 0 gives the step, rank 1 twice the step
-ok = final["steps"] == expected and final["allreduced"] == [3 * k for k in expected]
-executed = [int(line.split()[1]) for line in open(sys.argv[2])]
-lost = len(executed) - len(expected)
-print(f"final state: {final['count']} steps, all-reduced total {final['total']} -> "
-      f"{'identical to an uninterrupted run' if ok else 'WRONG'}")
-print(f"seconds from the kill to every rank training again: {float(sys.argv[3]):.1f}; "
-      f"steps lost (done again after the kill): {lost}; Slurm requeues: {sys.argv[4]}")
-sys.exit(0 if ok and sys.argv[4] == "0" else 1)
+final, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ok = final["steps"] == ref["steps"] == 120 and final["sha256"] == ref["sha256"]
+executed = [int(line.split()[1]) for line in open(sys.argv[3])]
+lost = len(executed) - final["steps"]
+print(f"final model: {final['steps']} steps, {final['parameters']:,} parameters, sha256 "
+      f"{final['sha256'][:16]}... -> "
+      f"{'bitwise identical to' if ok else 'DIFFERENT from'} the uninterrupted run's "
+      f"({ref['sha256'][:16]}...: the same program in one process, two ranks simulated)")
+print(f"seconds from the kill to every rank training again: {float(sys.argv[4]):.1f}; "
+      f"steps lost (done again after the kill): {lost}; Slurm requeues: {sys.argv[5]}")
+sys.exit(0 if ok and sys.argv[5] == "0" else 1)
 PY
 # What an admin asks afterwards: which image did this job run? Slurm's accounting keeps it
 # (docs/admin.md); slurmdbd is written asynchronously, so wait for it a little.

@@ -42,6 +42,9 @@ def demo_recipe(site: Site, steps: int, sleep: float, container: bool, **top: ob
     recipe = yaml.safe_load((DEMO_DIR / "demo.yaml").read_text())
     for key in ("spares", "failover"):  # these tests are of the requeue path
         recipe.pop(key, None)
+    # count.py is started by srun (the demo's train_ddp.py by torchrun), and stops on USR1
+    recipe["launcher"] = "srun"
+    recipe["signal"]["forward"] = "USR1"
     b = site.base
     recipe["log_dir"] = f"{b}/logs"
     recipe["command"] = ["python3", f"{b}/count.py", f"--steps={steps}", f"--every={EVERY}",
