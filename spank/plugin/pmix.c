@@ -152,14 +152,15 @@ int sq_pmix_bind_dirs(int ns_mnt, char *const job_env[], uid_t uid, gid_t gid,
 					     "making its mount point in the container",
 					     "mounting it in the container" };
 	char dirs[2][4096];
-	int fds[2], status = 0, code = 0, n = 0, which, phase;
+	int fds[2], status = 0, code = 0, n = 0, app, which, phase;
 	pid_t pid;
 
-	/* Those this Slurm made: the server's, then the application's (none before 23.02's
-	 * shared-memory store). */
-	if (server_dir(job_env, uid, jobid, stepid, dirs[n], sizeof(dirs[n])) == 0)
-		n++;
+	/* Those this Slurm made: the application's (none before 23.02's shared-memory
+	 * store), then the server's. */
 	if (appdir(uid, jobid, stepid, dirs[n], sizeof(dirs[n])) == 0)
+		n++;
+	app = n;
+	if (server_dir(job_env, uid, jobid, stepid, dirs[n], sizeof(dirs[n])) == 0)
 		n++;
 	if (n == 0)
 		return 0;
@@ -186,15 +187,19 @@ int sq_pmix_bind_dirs(int ns_mnt, char *const job_env[], uid_t uid, gid_t gid,
 	phase = WIFEXITED(status) ? WEXITSTATUS(status) % 10 : 0;
 	if (which >= n)
 		which = 0;
-	/* Said as it is: a client reaches the server through PMIX_SERVER_URI* (TCP), so MPI_Init
-	 * fails only in a client that opens the directory, as Open MPI 5's PMIx opens the
-	 * application directory's shared-memory store (gds shmem2); Open MPI 4 does not. */
-	return sq_errf(err, errlen, "PMIx: cannot bind the step's directory %s into the "
-		       "container (%s: %s): a PMIx client that opens it (Open MPI 5's "
-		       "shared-memory store) fails in MPI_Init; run without --mpi=pmix or "
-		       "report this with the kernel version", dirs[which],
-		       phase >= 1 && phase <= 4 ? what[phase] : "killed",
-		       code ? strerror(code) : "unknown error");
+	/* Said as it is, measured with Open MPI 5.0.7 (PMIx 5): a client reaches the server
+	 * through PMIX_SERVER_URI* (TCP) and MPI_Init works without the server's directory,
+	 * but fails without the application's, whose shared-memory store it opens (gds
+	 * shmem2). So only the application's is warned about. */
+	sq_errf(err, errlen, "PMIx: cannot bind the step's %s directory %s into the container "
+		"(%s: %s)%s", which < app ? "application" : "server", dirs[which],
+		phase >= 1 && phase <= 4 ? what[phase] : "killed",
+		code ? strerror(code) : "unknown error",
+		which < app ? ": MPI_Init fails in a client that opens PMIx's shared-memory "
+			      "store there (Open MPI 5: PMIX_ERR_FILE_OPEN_FAILURE in "
+			      "gds_shmem2); run without --mpi=pmix or report this with the "
+			      "kernel version" : "");
+	return which < app ? -1 : -2;
 }
 
 void sq_pmix_task_env(char *const task_env[], void (*set)(void *ctx, const char *key,

@@ -25,8 +25,11 @@
 /* 1 when the step runs Slurm's mpi/pmix (SLURM_MPI_TYPE pmix, pmix_v5, ...). */
 int sq_pmix_step(char *const job_env[]);
 
-/* Bind the step's server and application directories (those that exist, owned by uid)
- * into the mount namespace ns_mnt. 0 ok (or there is none), -1 with err. */
+/* Bind the step's application and server directories (those that exist, owned by uid)
+ * into the mount namespace ns_mnt. 0 ok (or there is none); -1 with err when the
+ * application's failed (a client that uses PMIx's shared-memory store fails in MPI_Init:
+ * a warning); -2 with err when only the server's failed (MPI_Init does not need it: for
+ * slurmd's log). */
 int sq_pmix_bind_dirs(int ns_mnt, char *const job_env[], uid_t uid, gid_t gid,
 		      uint32_t jobid, uint32_t stepid, char *err, size_t errlen);
 

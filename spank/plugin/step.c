@@ -434,6 +434,7 @@ static void share_layer(struct sq_step *s)
 static void after_start(struct sq_step *s)
 {
 	char err[SQ_ERR_LEN];
+	int pmix;
 
 	if (s->opt->unshare) {
 		const struct sq_nsholder_target t = { s->ctr.ns_user, s->ctr.pidfd, s->ctr.ns_mnt,
@@ -446,9 +447,12 @@ static void after_start(struct sq_step *s)
 	}
 	/* Slurm's PMIx: the step's own directories, in a kept container's later steps too. A
 	 * step that runs no MPI program under MpiDefault=pmix must not fail for it. */
-	if (s->pmix && sq_pmix_bind_dirs(s->ctr.ns_mnt, s->job_env, s->uid, s->gid, s->jobid,
-					 s->stepid, err, sizeof(err)) < 0)
+	pmix = s->pmix ? sq_pmix_bind_dirs(s->ctr.ns_mnt, s->job_env, s->uid, s->gid, s->jobid,
+					   s->stepid, err, sizeof(err)) : 0;
+	if (pmix == -1)
 		sq_report_warn(err);
+	else if (pmix < 0)
+		slurm_info("squall: %s", err);
 	/* Datasets: the step's, in its namespace, before the tasks (and a shared layer) see
 	 * it; a step without its data fails. */
 	if (sq_datasets_mount(&s->datasets, s->ctr.ns_user, s->ctr.ns_mnt, s->ctr.root_fd,
