@@ -271,8 +271,8 @@ static int mount_one(struct sq_dataset *ds, const struct where *w, char *err, si
 			       "%s (%s: %s)", show, tshow, phase_text[last.phase],
 			       strerror(last.code));
 	return sq_errf(err, errlen, "--container-mounts: cannot mount the dataset %s at %s: "
-		       "squashfuse did not start within %d s (is it a valid squashfs image? "
-		       "`unsquashfs -s %s` says)", show, tshow, READY_MS / 1000, show);
+		       "squashfuse did not serve it within %d s (a damaged squashfs image? "
+		       "`unsquashfs -s %s` checks it)", show, tshow, READY_MS / 1000, show);
 }
 
 int sq_datasets_mount(struct sq_datasets *d, int ns_user, int ns_mnt, int root_fd, uid_t uid,

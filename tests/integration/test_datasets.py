@@ -21,6 +21,7 @@ printf '#!/bin/sh\\necho run\\n' >{D}/tree/sub/run.sh; chmod 0755 {D}/tree/sub/r
 mksquashfs {D}/tree {D}/data.img -noappend -quiet -no-progress >/dev/null
 echo 'a plain file, whatever its name' >{D}/plain.sqsh
 ln -s data.img {D}/link.sqsh
+printf 'hsqs%0300d' 0 >{D}/damaged.img
 """
 ROOT_ONLY = f"{D}/root-only/data.img"
 
@@ -81,6 +82,8 @@ def test_a_plain_file_is_bound_as_pyxis_binds_it(
                                      f"{ROOT_ONLY}): Permission denied"),
     (f"{D}/data.img:/data:rw", f"{D}/data.img is a squashfs dataset, mounted read-only: "
                                "drop the rw flag"),
+    (f"{D}/damaged.img:/data", f"cannot mount the dataset {D}/damaged.img at /data: "
+                               "squashfuse did not serve it"),
 ])
 def test_refused_in_one_line(cluster: Cluster, image: str, datasets: str, mounts: str,
                              says: str) -> None:
