@@ -50,13 +50,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from plugin_switch import SwitchError, install_pyxis, switch  # noqa: E402
-from tests.integration.cluster import NODES, Cluster  # noqa: E402
+from tests.integration.cluster import NODES, UID, Cluster  # noqa: E402
 from tests.integration.images import IMAGE_DIR, build_image  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SQUALL_ARGS = "local_cache_max_nodes=2"
 NODELIST = ",".join(NODES)
 RELAUNCH = "node2,node3"
+LOCAL_CACHE = "/var/lib/squall/cache"  # the plugin's local_cache default (docs/plugin.md)
 TIMINGS = re.compile(r"squall: timings on (\S+) \((.*?)\): (.*)")
 
 
@@ -104,6 +105,12 @@ def phases(cluster: Cluster, image: str, runs: int) -> dict[str, float]:
                 if len(words) == 3 and words[2] == "ms":
                     seen.setdefault(words[0], []).append(float(words[1]))
     return {k: round(statistics.median(v), 1) for k, v in seen.items()}
+
+
+def drop_copies(cluster: Cluster) -> None:
+    """No node-local copy of any image of the test user's (no job runs: wait_idle)."""
+    for n in NODES:
+        cluster.run(f"rm -rf {LOCAL_CACHE}/{UID}/*", node=n, user="root")
 
 
 def warm_copies(cluster: Cluster, image: str) -> None:
@@ -168,6 +175,7 @@ def run(cluster: Cluster, opts: argparse.Namespace) -> dict[str, object]:
     cases: dict[str, list[float]] = {}
     try:
         switch(cluster, "squall", squall_args=SQUALL_ARGS)
+        drop_copies(cluster)  # an earlier job's copy of image A would hide the absent case
         warm_copies(cluster, b)
         how_a, how_b = served(cluster, a), served(cluster, b)
         if any("extracted" in h for h in how_a.values()) or len(how_a) != 3:

@@ -114,8 +114,9 @@ def wait_idle(cluster: Cluster, timeout: float = 120) -> None:
 
 
 def switch(cluster: Cluster, plugin: str, wait: float = 120, squall_args: str = "") -> None:
-    """Make every node (and the login node) load PLUGIN's line; SQUALL_ARGS are added to
-    squall's (a bench's setting, e.g. local_cache_max_nodes=2)."""
+    """Make every node (and the login node) load PLUGIN's line; SQUALL_ARGS (KEY=VALUE
+    words) replace or add those keys in squall's (a bench's setting, e.g.
+    local_cache_max_nodes=2)."""
     if plugin not in PLUGINS:
         raise SwitchError(f"unknown plugin {plugin!r}: use one of {', '.join(PLUGINS)}")
     wait_idle(cluster, wait)
@@ -125,9 +126,10 @@ def switch(cluster: Cluster, plugin: str, wait: float = 120, squall_args: str = 
                     f"cp -p {PLUGSTACK} {SAVED}; }}", node=node, user="root")
         if plugin == "squall":
             cmd = f"cp -p {SAVED} {PLUGSTACK}.new"
-            if squall_args:
-                cmd += (f" && sed -i '/^required .*spank_squall.so/s|$| {squall_args}|'"
-                        f" {PLUGSTACK}.new")
+            for arg in squall_args.split():  # KEY=VALUE replaces the line's KEY=...
+                key = arg.split("=", 1)[0]
+                cmd += (f" && sed -i '/^required .*spank_squall.so/{{s| {key}=[^ ]*||;"
+                        f"s|$| {arg}|}}' {PLUGSTACK}.new")
         else:
             cmd = (f"test -f {PYXIS_SO} || {{ echo 'Pyxis is not installed at {PYXIS_SO}:"
                    f" run bench/plugin_switch.py install' >&2; exit 1; }}; "
