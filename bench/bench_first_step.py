@@ -66,24 +66,33 @@ TIMINGS = re.compile(r"squall: timings on (\S+) \((.*?)\): (.*)")
 STAMP = "bash -c 'date +%s%N'"
 
 
-def ms(cluster: Cluster, cmd: str) -> tuple[float, float]:
-    """Wall ms of one `cmd STAMP` on the login node, and ms until its last task started."""
-    res = cluster.run(f"s=$(date +%s%N); t=$({cmd} {STAMP} | sort -n | tail -1) || exit 1;"
-                      " e=$(date +%s%N); echo $(( (e - s) / 1000 )) $(( (t - s) / 1000 ))",
+# Until no node of the job is still ending one (slurmd's epilog: squall's kept containers
+# end there, after srun returned; Slurm starts the node's next job only then).
+IDLE = (f"until [ -z \"$(sinfo -h -N -n {NODELIST} -o %t | grep -vx idle)\" ]; do sleep 0.02;"
+        " done")
+
+
+def ms(cluster: Cluster, cmd: str) -> tuple[float, float, float | None]:
+    """Wall ms of one `cmd STAMP` on the login node (the nodes idle before it), ms until its
+    last task started, and ms until its nodes were idle again."""
+    res = cluster.run(f"{IDLE}; s=$(date +%s%N); t=$({cmd} {STAMP} | sort -n | tail -1) ||"
+                      f" exit 1; e=$(date +%s%N); {IDLE}; f=$(date +%s%N);"
+                      " echo $(( (e - s) / 1000 )) $(( (t - s) / 1000 )) $(( (f - s) / 1000 ))",
                       timeout=300)
-    total, start = res.out.split()[-2:]
-    return int(total) / 1000, int(start) / 1000
+    total, start, idle = res.out.split()[-3:]
+    return int(total) / 1000, int(start) / 1000, int(idle) / 1000
 
 
-def relaunch_ms(cluster: Cluster, flags: str) -> tuple[float, float]:
+def relaunch_ms(cluster: Cluster, flags: str) -> tuple[float, float, float | None]:
     """ms of a relaunch step on RELAUNCH in an allocation whose first step ran everywhere,
     and ms until its last task started."""
     inner = (f"srun -N3 {flags} true >/dev/null || exit 1; s=$(date +%s%N); "
              f"t=$(srun -N2 -w {RELAUNCH} {flags} {STAMP} | sort -n | tail -1) || exit 1;"
              " e=$(date +%s%N); echo $(( (e - s) / 1000 )) $(( (t - s) / 1000 ))")
-    res = cluster.run(f"salloc -N3 -w {NODELIST} -Q bash -c {shlex.quote(inner)}", timeout=300)
+    res = cluster.run(f"{IDLE}; salloc -N3 -w {NODELIST} -Q bash -c {shlex.quote(inner)}",
+                      timeout=300)
     total, start = res.out.split()[-2:]
-    return int(total) / 1000, int(start) / 1000
+    return int(total) / 1000, int(start) / 1000, None
 
 
 def served(cluster: Cluster, image: str) -> dict[str, str]:
@@ -137,7 +146,7 @@ def one_round(cluster: Cluster, order: tuple[str, str], a: str, b: str,
     for plugin in order:
         if plugin == "squall":
             switch(cluster, "squall", squall_args=SQUALL_ARGS)
-            todo: list[tuple[str, Callable[[], tuple[float, float]]]] = [
+            todo: list[tuple[str, Callable[[], tuple[float, float, float | None]]]] = [
                     ("bare (squall's line)", lambda: ms(cluster, f"srun -N3 -w {NODELIST}")),
                     ("squall, copy absent", lambda: ms(
                         cluster, f"srun -N3 -w {NODELIST} --container-image={a}")),
@@ -154,17 +163,22 @@ def one_round(cluster: Cluster, order: tuple[str, str], a: str, b: str,
                     ("bare relaunch (Pyxis's line)", lambda: relaunch_ms(cluster, "")),
                     ("Pyxis relaunch", lambda: relaunch_ms(cluster, f"--container-image={a}"))]
         for name, measure in todo:
-            total, start = measure()
+            total, start, idle = measure()
             cases.setdefault(name, []).append(total)
             cases.setdefault(f"{name}{TO_START}", []).append(start)
+            if idle is not None:
+                cases.setdefault(f"{name}{TO_IDLE}", []).append(idle)
 
 
 TO_START = ", to the last task's start"
+TO_IDLE = ", to the nodes idle again (the job's end)"
 RATIOS = tuple((f"{what}{until}", f"{sq}{suffix}", f"{py}{suffix}")
-               for until, suffix in (("", ""), (", to the tasks' start", TO_START))
+               for until, suffix in (("", ""), (", to the tasks' start", TO_START),
+                                     (", to the nodes idle again", TO_IDLE))
                for what, sq, py in (("copy absent", "squall, copy absent", "Pyxis"),
                                     ("copy present", "squall, copy present", "Pyxis"),
-                                    ("relaunch", "squall relaunch", "Pyxis relaunch")))
+                                    ("relaunch", "squall relaunch", "Pyxis relaunch"))
+               if not (until and suffix == TO_IDLE and what == "relaunch"))
 
 
 def run(cluster: Cluster, opts: argparse.Namespace) -> dict[str, object]:
@@ -220,8 +234,11 @@ def render(data: dict[str, dict]) -> str:
         "values in first-step.json). Medians in milliseconds of interleaved rounds, timed on "
         "the login node around `srun -N3 ... bash -c 'date +%s%N'` (a new job each) or, for "
         "the relaunch, around a 2-node step after a 3-node one in one allocation: the whole "
-        "step (srun's wall time), and until the last task started (its own clock: the "
-        "nodes share the host's). The image: 100 MB "
+        "step (srun's wall time), until the last task started (its own clock: the "
+        "nodes share the host's) and, from the run labelled 'run 3' on, until the job's "
+        "nodes were idle again (its epilog done: squall's kept containers end there); "
+        "from then on each job also starts on idle nodes (before, a job could wait for "
+        "the previous one's epilog, counted in its start). The image: 100 MB "
         "of incompressible data on a Debian-like base, a .sqsh on /fsx in the page cache. "
         "squall's line gets `local_cache_max_nodes=2` (a 3-node job is above it: "
         "copy absent = started through squashfuse, no extraction; copy present = the "
@@ -257,7 +274,7 @@ def render(data: dict[str, dict]) -> str:
             ("squall, copy present", "bare (squall's line)"), ("Pyxis", "bare (Pyxis's line)"),
             ("squall relaunch", "bare relaunch (squall's line)"),
             ("Pyxis relaunch", "bare relaunch (Pyxis's line)"))
-    for (case, bare), suffix in ((o, sfx) for sfx in ("", TO_START) for o in over):
+    for (case, bare), suffix in ((o, sfx) for sfx in ("", TO_START, TO_IDLE) for o in over):
         sq, py = case + suffix, bare + suffix
         cells = [f"+{data[lb]['ms'][sq] - data[lb]['ms'][py]:.0f}"
                  if sq in data[lb]["ms"] and py in data[lb]["ms"] else "" for lb in labels]
