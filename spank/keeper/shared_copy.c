@@ -296,6 +296,34 @@ static int names_image(const char *image, unsigned long long ino, long long size
 	       (long)st.st_mtim.tv_nsec == nsec;
 }
 
+/* How long a receiver has waited, and what it has seen of its copy. */
+struct copy_wait {
+	long long start;        /* when it began to wait */
+	long long changed;      /* when the copy last grew or was touched (0: never seen) */
+	long long size;         /* its size then, -1 when none */
+	long long mtime;
+};
+
+/* 1 when the record is not worth waiting for any longer: no copy begun SQ_COPY_FIRST_S
+ * seconds into the wait (nobody sends for this step: the job's kept container on its
+ * first node started in an earlier step), or none since the copy stopped growing for
+ * SQ_COPY_RECORD_S seconds plus the time the first node's digest of that many bytes may
+ * take at the extraction's floor (SQ_COPY_DIGEST_BPS). */
+static int copy_wait_over(struct copy_wait *w, const char *copy, long long now)
+{
+	struct stat st;
+
+	if (stat(copy, &st) == 0 && ((long long)st.st_size != w->size ||
+				     (long long)st.st_mtime != w->mtime)) {
+		w->size = (long long)st.st_size;
+		w->mtime = (long long)st.st_mtime;
+		w->changed = now;
+	}
+	if (w->changed == 0)
+		return now - w->start >= SQ_COPY_FIRST_S;
+	return now - w->changed >= SQ_COPY_RECORD_S + w->size / SQ_COPY_DIGEST_BPS;
+}
+
 int sq_copy_receive(const char *cache_dir, const char *image, const char *jobstep, char *copy,
 		    size_t copylen)
 {
@@ -310,11 +338,17 @@ int sq_copy_receive(const char *cache_dir, const char *image, const char *jobste
 	if (!sum[0] || !copy[0])
 		return 0;
 	/* A local stat a second: the record comes when the first node has sent all. slurmd
-	 * creates it, then writes it: a record is whole when it ends its line. */
-	for (;;) {
+	 * creates it, then writes it: a record is whole when it ends its line. Waited for a
+	 * bounded time (sq_copy_wait_over): nobody may send for this step. */
+	for (struct copy_wait w = { time(NULL), 0, -1, 0 };;) {
 		fd = sq_open_regular(AT_FDCWD, sum, SQ_OPEN_NOFOLLOW, NULL);
 		if (fd >= 0 && sq_read_text(fd, text, sizeof(text)) > 0 && strchr(text, '\n'))
 			break;
+		if (copy_wait_over(&w, copy, time(NULL))) {
+			unlink(copy);    /* a late one goes by the sweep (sq_copy_unused) */
+			copy[0] = '\0';
+			return 0;
+		}
 		sleep(1);
 	}
 	unlink(sum);

@@ -11,11 +11,16 @@ The image a step sends to its nodes (`copy-JOB.STEP.in` in the node's cache dire
 stayed for a day when slurmd wrote the job's late sbcast blocks after the job's epilog
 had removed it. A later job's epilog removes a copy that slurmd no longer writes (a
 minute) and that no keeper holds (`copy-JOB.STEP.lock`).
+
+A node that joined a job's later step whose first node's kept container started in an
+earlier step waited for the step's copy for the job's whole life (nobody sends for that
+step) and never extracted: the wait is bounded, then the node reads the image itself.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import time
 
 from .cluster import Cluster
@@ -146,3 +151,24 @@ def test_copies_of_ended_jobs_are_removed_by_a_later_job(cluster: Cluster) -> No
     assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
     assert not [e for e in entries(cluster) if e.startswith(f"copy-{running}.")], \
         entries(cluster)
+
+
+def test_a_node_nobody_sends_to_waits_a_bounded_time_then_extracts(cluster: Cluster) -> None:
+    image = build_image(cluster, f"{IMAGE_DIR}/localcache-wait.sqsh", "cache-wait",
+                        env=IMAGE_ENV)
+    for n in ("node2", NODE):
+        cluster.run(f"rm -rf {CACHE}/*", node=n, user="root")
+    # node2's kept container starts in a one-node step; the two-node step after it reuses
+    # it there (nothing sent), and node3's keeper waits for a copy that never comes.
+    flags = f"--container-image={image} --container-log=verbose"
+    script = (f"srun -N1 -w node2 {flags} true; "
+              f"srun -N2 -w node2,{NODE} {flags} sleep 75")
+    res = cluster.run(f"salloc -N2 -w node2,{NODE} bash -c {shlex.quote(script)}",
+                      timeout=300)
+    timings = [line for line in res.err.splitlines() if "timings on" in line]
+    assert len(timings) == 3, res.err
+    assert "kept container of the job reused" in [t for t in timings if "node2" in t][1]
+    assert "extracting it on this node in the background" in \
+        [t for t in timings if NODE in t][0], res.err
+    assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+    assert complete(cluster), f"node3 never extracted: {entries(cluster)}"
