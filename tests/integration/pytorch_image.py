@@ -11,18 +11,22 @@ import sys
 
 from .cluster import LOGIN, ROOT, Cluster
 
-TAG = "login:5000/squall/pytorch:2.6"
-REPO = "squall/pytorch:2.6"
+REGISTRY = "login:5000"
+TAG = f"{REGISTRY}/squall/pytorch:2.6"
+# the same with NVIDIA's ft_launcher (nvidia-resiliency-ext from PyPI) beside Debian's torch
+FT_TAG = f"{REGISTRY}/squall/pytorch-ft:2.6"
 
 
-def ensure(cluster: Cluster) -> str:
-    """The tag, once the registry serves the image (minutes the first time on a machine)."""
-    subprocess.run(["bash", str(ROOT / "docker" / "build-pytorch.sh")], check=True,
-                   stdout=subprocess.DEVNULL, timeout=1800)
-    image = subprocess.run(["bash", str(ROOT / "docker" / "build-pytorch.sh"), "--name"],
-                           check=True, capture_output=True, text=True).stdout.strip()
+def ensure(cluster: Cluster, ft: bool = False) -> str:
+    """The tag (FT_TAG with ``ft``), once the registry serves the image (minutes the first
+    time on a machine; the ft image also needs PyPI then)."""
+    script = str(ROOT / "docker" / ("build-pytorch-ft.sh" if ft else "build-pytorch.sh"))
+    subprocess.run(["bash", script], check=True, stdout=subprocess.DEVNULL, timeout=1800)
+    image = subprocess.run(["bash", script, "--name"], check=True, capture_output=True,
+                           text=True).stdout.strip()
+    tag = FT_TAG if ft else TAG
     networks = cluster.container(LOGIN).attrs["NetworkSettings"]["Networks"]
     address = next(n["IPAddress"] for n in networks.values() if n.get("IPAddress"))
     subprocess.run([sys.executable, str(ROOT / "docker" / "push-image.py"), image,
-                    f"{address}:5000", REPO], check=True, timeout=600)
-    return TAG
+                    f"{address}:5000", tag[len(REGISTRY) + 1:]], check=True, timeout=600)
+    return tag

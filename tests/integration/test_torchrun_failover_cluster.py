@@ -1,12 +1,14 @@
 """Real training through a failover (issue 40, docs/failover.md): PyTorch DDP over gloo
 under torchrun, on two nodes with one hot spare, from the registry tag
 login:5000/squall/pytorch:2.6 (Debian's python3-torch; pytorch_image.py), started by
-mksbatch with ``launcher: torchrun``. The program is sbatch/demo/train_ddp.py (a seeded
-1.33 M-parameter MLP, synthetic data made in the job, torch.save checkpoints written
-atomically). A node is killed mid-run; the job must go on in the same allocation on the
-spare from the newest complete checkpoint and end with the parameters of an uninterrupted
-run, bitwise: the same program's ``--reference`` run (two ranks simulated in one process,
-the arithmetic of DDP's two-rank gloo all-reduce), in the same image on a node.
+mksbatch with ``launcher: torchrun``; and the same under NVIDIA's ft_launcher
+(``launcher: ft_launcher``, login:5000/squall/pytorch-ft:2.6). The program is
+sbatch/demo/train_ddp.py (a seeded 1.33 M-parameter MLP, synthetic data made in the job,
+torch.save checkpoints written atomically). A node is killed mid-run; the job must go on
+in the same allocation on the spare from the newest complete checkpoint and end with the
+parameters of an uninterrupted run, bitwise: the same program's ``--reference`` run (two
+ranks simulated in one process, the arithmetic of DDP's two-rank gloo all-reduce), in the
+same image on a node.
 """
 
 from __future__ import annotations
@@ -27,11 +29,6 @@ pytestmark = pytest.mark.cluster
 
 STEPS = 80
 EVERY = 10
-
-
-@pytest.fixture(scope="module")
-def torch_tag(cluster: Cluster) -> str:
-    return pytorch_image.ensure(cluster)
 
 
 def recipe(site: Site, tag: str, launcher: str) -> None:
@@ -68,9 +65,17 @@ def reference(site: Site, tag: str) -> dict[str, object]:
     return dict(json.loads((site.host / "reference" / "final.json").read_text()))
 
 
-def test_torchrun_ddp_goes_on_on_the_spare(cluster: Cluster, site: Site,
-                                           torch_tag: str) -> None:
-    recipe(site, torch_tag, "torchrun")
+def test_torchrun_ddp_goes_on_on_the_spare(cluster: Cluster, site: Site) -> None:
+    ddp_through_a_failover(cluster, site, "torchrun")
+
+
+def test_ft_launcher_ddp_goes_on_on_the_spare(cluster: Cluster, site: Site) -> None:
+    ddp_through_a_failover(cluster, site, "ft_launcher")
+
+
+def ddp_through_a_failover(cluster: Cluster, site: Site, launcher: str) -> None:
+    torch_tag = pytorch_image.ensure(cluster, ft=launcher == "ft_launcher")
+    recipe(site, torch_tag, launcher)
     site.mksbatch("job.yaml -o job.sbatch")
     job_id = int(cluster.run(f"cd {site.base} && sbatch --parsable job.sbatch").out.strip())
     active, spares = supervisor_plan(site, job_id)
