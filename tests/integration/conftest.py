@@ -23,7 +23,8 @@ from .registry_image import IMAGEKIT, PUSH, WORK
 # order, so the long files start first and the clusters finish together. A module not
 # named here runs after them; `.ci/module-times.py` prints CI's own figures.
 SLOWEST_FIRST: tuple[str, ...] = (
-    "test_scale_smoke.py", "test_failover_cluster.py", "test_mksbatch_cluster.py",
+    "test_scale_smoke.py", "test_failover_cluster.py", "test_torchrun_failover_cluster.py",
+    "test_mksbatch_cluster.py",
     "test_image_pin_cluster.py", "test_plugin_signals.py", "test_plugin_localcache.py",
     "test_pyxis_flags.py", "test_node_faults.py", "test_pyxis_environment.py",
     "test_failover_ranks_cluster.py", "test_sqshbuild_cluster.py",
