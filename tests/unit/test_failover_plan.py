@@ -286,3 +286,29 @@ def test_the_agent_counts_stopped_tasks_only_when_hangs_are_watched(tmp_path):
             a.wait()
         task.kill()
         task.wait()
+
+
+@pytest.mark.parametrize("command, no_python", [
+    (["python", "train.py", "--epochs", "3"], True),     # the example recipes' habit
+    (["python3", "train.py"], True),
+    (["/opt/conda/bin/python3.11", "train.py"], True),
+    (["./run.sh", "--fast"], True),                        # a program, not a script
+    (["train.py", "--epochs", "3"], False),                # torchrun's own form
+    (["-m", "pkg.train"], False),                          # torchrun -m MODULE
+    (["--no-python", "python", "train.py"], False),        # said already
+])
+def test_torchrun_runs_the_command_as_written(command, no_python):
+    """torchrun runs its first word with Python unless told --no-python: `python
+    train.py` would run Python on a file named python. The script and the supervisor
+    add --no-python where the command does not start with a .py script or an option."""
+    r = recipe_from_dict({**BASE, "launcher": "torchrun", "command": command, "spares": 1})
+    spec = Spec.from_json(next(line for line in render(r).splitlines()
+                               if line.startswith("failover_spec="))
+                          .split("=", 1)[1].strip("'"))
+    argv = launch.main_argv(spec, "77", 0, ["n2", "n3"], "n[2-3]", None)
+    tail = argv[argv.index("--rdzv-id=squall-77-0") + 1:]
+    assert tail[:len(command) + no_python] == (["--no-python"] if no_python else []) + command
+    script = render(recipe_from_dict({**BASE, "launcher": "torchrun", "command": command}))
+    block = script[script.index("launch=(srun"):]
+    block = block[:block.index(")\n")]
+    assert ("--no-python" in block) == no_python, block

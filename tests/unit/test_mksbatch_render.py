@@ -321,7 +321,7 @@ def test_torchrun_rendezvous_on_first_node_with_port_from_job_id(tmp_path: Path)
     assert argv == ["--ntasks-per-node=1", "--kill-on-bad-exit=1", "torchrun", "--nnodes=2",
                     "--nproc-per-node=4", "--rdzv-backend=c10d",
                     "--rdzv-endpoint=node7:30242", "--rdzv-id=squall-4242",
-                    "python3", "prog.py"]
+                    "--no-python", "python3", "prog.py"]
 
 
 def test_mpirun_launcher_runs_mpirun_from_the_batch_shell(tmp_path: Path) -> None:

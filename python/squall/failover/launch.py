@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from squall.failover.spec import TORCHRUN_LIKE, Spec
+from squall.failover.spec import TORCHRUN_LIKE, Spec, torchrun_script_options
 
 
 def slurm_order(nodes: Sequence[str], allocation: Sequence[str]) -> list[str]:
@@ -57,7 +57,7 @@ def main_argv(spec: Spec, job: str, attempt: int, nodes: Sequence[str], nodelist
         argv += [spec.launcher, f"--nnodes={len(nodes)}",
                  f"--nproc-per-node={spec.nproc_per_node}", "--rdzv-backend=c10d",
                  f"--rdzv-endpoint={nodes[0]}:{port(spec, job, attempt)}",
-                 f"--rdzv-id=squall-{job}-{attempt}"]
+                 f"--rdzv-id=squall-{job}-{attempt}", *torchrun_script_options(spec.command)]
     return argv + words
 
 

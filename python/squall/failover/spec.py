@@ -15,6 +15,15 @@ LAUNCHERS = ("srun", "torchrun", "ft_launcher", "mpirun")
 TORCHRUN_LIKE = ("torchrun", "ft_launcher")
 
 
+def torchrun_script_options(command: tuple[str, ...] | list[str]) -> list[str]:
+    """torchrun runs its first word with Python (`torchrun train.py`), so a recipe's
+    `python train.py` would run Python on a file named python. Where the command does
+    not start with a .py script or an option of torchrun's own (`-m MODULE`,
+    `--no-python`), it is run as written: --no-python."""
+    first = command[0] if command else ""
+    return [] if first.endswith(".py") or first.startswith("-") else ["--no-python"]
+
+
 @dataclass(frozen=True)
 class CheckpointSpec:
     dir: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from squall.errors import SquallError
-from squall.failover.spec import TORCHRUN_LIKE, CheckpointSpec, Spec
+from squall.failover.spec import TORCHRUN_LIKE, CheckpointSpec, Spec, torchrun_script_options
 from squall.mksbatch.container import container_flags
 from squall.mksbatch.recipe import PLACEHOLDER, Recipe
 from squall.mksbatch.template import Template, load_template
@@ -146,7 +146,9 @@ def _launch(t: Template, r: Recipe) -> list[str]:
     if r.launcher == "srun":
         return t.fill("launch-srun", {"port_base": str(r.rdzv_port_base)})
     if r.launcher in TORCHRUN_LIKE:
-        return t.fill("launch-torchrun", {"launcher": r.launcher})
+        return t.fill("launch-torchrun", {
+            "launcher": r.launcher,
+            "script_options": "".join(f" {o}" for o in torchrun_script_options(r.command))})
     return []
 
 
