@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
+from gate import missing
 
 from .cluster import LOGIN, ROOT, Cluster
 
@@ -26,7 +26,8 @@ def ensure(cluster: Cluster, ft: bool = False) -> str:
     built = subprocess.run(["bash", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True, timeout=1800)
     if ft and built.returncode == 3:  # no PyPI here: nvidia-resiliency-ext is only there
-        pytest.skip(built.stderr.strip().splitlines()[-1])
+        # the one gate: a failure in CI, a skip only where SQUALL_ALLOW_SKIP=1 says so
+        missing(built.stderr.strip().splitlines()[-1], "let this machine reach PyPI")
     assert built.returncode == 0, built.stderr
     image = subprocess.run(["bash", script, "--name"], check=True, capture_output=True,
                            text=True).stdout.strip()
