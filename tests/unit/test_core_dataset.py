@@ -83,9 +83,8 @@ def as_nobody(spec: str) -> str:
     return out
 
 
+@pytest.mark.needs_root("to act as another user")
 def test_a_file_the_user_cannot_read_is_refused_naming_it_and_the_fix(files: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to act as another user")
     (files / "data.bin").chmod(0o600)
     out = as_nobody(f"{files}/data.bin:/data")
     assert out.startswith(f"refused: --container-mounts: cannot read {files}/data.bin: "
