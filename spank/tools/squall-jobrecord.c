@@ -6,14 +6,21 @@
  * The comment is read, ENTRY appended after whatever the site or an earlier step wrote
  * there (space separated; nothing already there is changed), and read again: two steps of
  * one job updating at once would lose one entry, so a missing entry is written again, a
- * few times. Failures go to syslog: nobody waits for this program.
+ * few times. A job that ended before this program got to it (a short job: it runs
+ * detached, nobody waits for it) is no longer the controller's to change; its record is
+ * then changed in the accounting database, with `sacctmgr modify job`, as an admin would.
+ * Failures go to syslog: nobody waits for this program.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -53,6 +60,43 @@ static int read_comment(uint32_t jobid, char **out)
 	return *out != NULL ? 0 : -1;
 }
 
+/* sacctmgr -i modify job where jobid=JOBID set AdminComment=TEXT (fork and exec, no
+ * shell: TEXT is one word of argv whatever it holds). 0 ok, -1 said. */
+static int write_accounting(uint32_t jobid, const char *text)
+{
+	char where[32], *set = NULL;
+	int status = 0;
+	pid_t pid;
+
+	snprintf(where, sizeof(where), "jobid=%u", jobid);
+	if (asprintf(&set, "AdminComment=%s", text) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		char *argv[] = { "sacctmgr", "-i", "modify", "job", "where", where, "set", set,
+				 NULL };
+		int devnull = open("/dev/null", O_RDWR);
+
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDOUT_FILENO);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	free(set);
+	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		syslog(LOG_WARNING, "job %u: ended, and sacctmgr could not update its "
+		       "AdminComment in accounting (status %d)", jobid, status);
+		return -1;
+	}
+	return 1;
+}
+
+/* 0 written, 1 written to accounting (the job had ended: the controller's copy stays as
+ * it was), -1 said. */
 static int write_comment(uint32_t jobid, char *text)
 {
 	job_desc_msg_t desc;
@@ -61,6 +105,8 @@ static int write_comment(uint32_t jobid, char *text)
 	desc.job_id = jobid;
 	desc.admin_comment = text;
 	if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+		if (errno == ESLURM_JOB_FINISHED || errno == ESLURM_ALREADY_DONE)
+			return write_accounting(jobid, text);
 		syslog(LOG_WARNING, "job %u: cannot update its AdminComment: %s", jobid,
 		       slurm_strerror(errno));
 		return -1;
@@ -81,6 +127,7 @@ static int record(uint32_t jobid, const char *entry)
 	for (int i = 0; i < TRIES; i++) {
 		char *cur = NULL, *next;
 		size_t n;
+		int rc;
 
 		if (read_comment(jobid, &cur) < 0)
 			return -1;
@@ -96,11 +143,10 @@ static int record(uint32_t jobid, const char *entry)
 		}
 		snprintf(next, n, "%s%s%s", cur, cur[0] ? " " : "", entry);
 		free(cur);
-		if (write_comment(jobid, next) < 0) {
-			free(next);
-			return -1;
-		}
+		rc = write_comment(jobid, next);
 		free(next);
+		if (rc != 0)
+			return rc < 0 ? -1 : 0;
 		pause_a_little();
 	}
 	syslog(LOG_WARNING, "job %u: %s was not kept in its AdminComment after %d tries",

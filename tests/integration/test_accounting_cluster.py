@@ -100,3 +100,16 @@ def test_a_job_without_containers_gets_no_record(cluster: Cluster) -> None:
     jobid, _ = salloc(cluster, 1, "srun true")
     line = sacct(cluster, jobid, "JobID,AdminComment", want=jobid)
     assert line == f"{jobid}|", line
+
+
+def test_a_job_that_ended_before_its_record_still_gets_it(cluster: Cluster) -> None:
+    """The recorder runs detached, so a short job can end before it writes; the
+    controller then refuses to change the job ("Job has already finished") and the
+    recorder changes the job's accounting record instead, keeping what was there."""
+    jobid = cluster.sbatch("#!/bin/sh\ntrue\n", "-N1")
+    cluster.wait_job(jobid, {"COMPLETED"})
+    word = f"squall-image=/fsx/images/late-{uuid.uuid4().hex[:6]}.sqsh@size=1,mtime=x"
+    res = cluster.run(f"/usr/libexec/squall/squall-jobrecord {jobid} {word}", node="node1",
+                      user="root", check=False, timeout=60)
+    assert res.rc == 0, res
+    assert sacct(cluster, jobid, "AdminComment", want="squall-image=") == word
