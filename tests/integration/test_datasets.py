@@ -10,11 +10,11 @@ import re
 
 import pytest
 
-from .cluster import Cluster
+from .cluster import USER, Cluster
 
 D = "/fsx/squall-test/datasets"
 MAKE = f"""set -e
-rm -rf {D}; mkdir -p {D}/tree/sub
+mkdir -p {D}/tree/sub
 echo hello >{D}/tree/a.txt; chmod 0644 {D}/tree/a.txt
 echo secret >{D}/tree/own.txt; chmod 0600 {D}/tree/own.txt
 printf '#!/bin/sh\\necho run\\n' >{D}/tree/sub/run.sh; chmod 0755 {D}/tree/sub/run.sh
@@ -28,7 +28,11 @@ ROOT_ONLY = f"{D}/root-only/data.img"
 
 @pytest.fixture(scope="module")
 def datasets(cluster: Cluster) -> str:
-    cluster.run(f"rm -rf {D}", user="root")
+    # the directory is root's to make (a fresh cluster's /fsx has no squall-test), the
+    # test user's to fill
+    parent = D.rsplit("/", 1)[0]
+    cluster.run(f"[ -d {parent} ] || install -d -o {USER} -g {USER} {parent}; "
+                f"rm -rf {D} && install -d -o {USER} -g {USER} {D}", user="root")
     cluster.run(MAKE)   # as the test user, with mksquashfs, on the login node
     cluster.run(f"mkdir -p {D}/root-only && cp {D}/data.img {ROOT_ONLY} && "
                 f"chmod 0600 {ROOT_ONLY} && ln -sf {ROOT_ONLY} {D}/root-link.sqsh",
