@@ -54,8 +54,8 @@ int sq_copy_send(const char *cache_dir, const char *key, const char *image, cons
  * life, nobody sending, and never extracted): no copy begun in SQ_COPY_FIRST_S seconds,
  * or no record SQ_COPY_RECORD_S seconds plus SIZE / SQ_COPY_DIGEST_BPS (the first node's
  * digest at the extraction's floor) after the copy stopped growing: read the image. */
-#define SQ_COPY_FIRST_S 30
-#define SQ_COPY_RECORD_S 15
+#define SQ_COPY_FIRST_S 90
+#define SQ_COPY_RECORD_S 45
 #define SQ_COPY_DIGEST_BPS (16LL << 20)
 
 /* On the others: wait for the record of jobstep (a bounded time, above). 1: the copy

@@ -162,7 +162,7 @@ def test_a_node_nobody_sends_to_waits_a_bounded_time_then_extracts(cluster: Clus
     # it there (nothing sent), and node3's keeper waits for a copy that never comes.
     flags = f"--container-image={image} --container-log=verbose"
     script = (f"srun -N1 -w node2 {flags} true; "
-              f"srun -N2 -w node2,{NODE} {flags} sleep 75")
+              f"srun -N2 -w node2,{NODE} {flags} sleep 150")
     res = cluster.run(f"salloc -N2 -w node2,{NODE} bash -c {shlex.quote(script)}",
                       timeout=300)
     timings = [line for line in res.err.splitlines() if "timings on" in line]
