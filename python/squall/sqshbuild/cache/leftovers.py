@@ -23,20 +23,37 @@ from squall.sqshbuild.trust import Trust, may_remove
 DEAD_TEMP_AGE = 24 * 3600  # a temporary file of another host this old is a dead build's
 
 
-def dead_here(stem: str) -> bool | None:
+def started_after(pid: int, when: float) -> bool:
+    """Whether process ``pid`` started after ``when`` (seconds since the epoch), so that it
+    cannot have written a file last written then: a pid used again after a reboot (a
+    node's pids start over) or after wrapping. False when it cannot be told."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    return boot + ticks / os.sysconf("SC_CLK_TCK") > when + 1  # 1 s: mtime's granularity
+
+
+def dead_here(stem: str, st: os.stat_result | None = None) -> bool | None:
     """For a name ending ``<host>.<pid>`` (and an optional ``~<random>``): True when the
-    host is this one and the process is gone, False when it lives, None when the name is
-    another host's or has no owner."""
+    host is this one and the process is gone (or, given the file's ``st``, is a process
+    that started after the file was last written), False when it lives, None when the
+    name is another host's or has no owner."""
     stem = stem.split("~", 1)[0]
     head, _, pid = stem.rpartition(".")
     host = socket.gethostname()
     if not pid.isdigit() or not (head.endswith("." + host) or head.endswith("-" + host)):
         return None
-    return int(pid) != os.getpid() and not pid_alive(int(pid))
+    if int(pid) == os.getpid():
+        return False
+    return not pid_alive(int(pid)) or (st is not None and started_after(int(pid), st.st_mtime))
 
 
 def _dead(name: str, st: os.stat_result) -> bool:
-    dead = dead_here(name)
+    dead = dead_here(name, st)
     if dead is not None:
         return dead
     return time.time() - st.st_mtime > DEAD_TEMP_AGE
@@ -59,7 +76,7 @@ def remove_dead_temps(directory: Path, pattern: str, trust: Trust | None = None,
                 continue
             st = safefs.lstat_at(fd, entry.name)
             if (st is None or stat.S_ISDIR(st.st_mode) or not may_remove(st, trust)
-                    or not (any_host and dead_here(entry.name) is not False
+                    or not (any_host and dead_here(entry.name, st) is not False
                             or _dead(entry.name, st))):
                 continue
             try:
