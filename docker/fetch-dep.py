@@ -29,6 +29,7 @@ import http.client
 import os
 import shutil
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.error
@@ -64,6 +65,7 @@ class Pin:
     url: str
     sha256: str
     pins: str  # the pins file, as the messages show it
+    without: str = ""  # a folder of the release left out of its hash (without=tests/)
 
     @property
     def file(self) -> str:
@@ -89,10 +91,14 @@ def read_pin(pins: Path, name: str) -> Pin:
         words = line.split("#", 1)[0].split()
         if not words:
             continue
-        if len(words) != 4 or len(words[3]) != 64 or words[3].strip("0123456789abcdef"):
-            raise Failed(f"{pins}:{n}: not NAME VERSION URL SHA256 (64 hex digits): {line}")
+        without = words.pop()[len("without="):] if words[-1].startswith("without=") else ""
+        if len(words) != 4 or len(words[3]) != 64 or words[3].strip("0123456789abcdef") \
+                or without.strip("/") in (".", ".."):
+            raise Failed(f"{pins}:{n}: not NAME VERSION URL SHA256 (64 hex digits) "
+                         f"[without=FOLDER/]: {line}")
         name_, version, url, sha = words
-        found[name_] = Pin(name_, version, url, sha, pins=shown(pins))
+        found[name_] = Pin(name_, version, url, sha, pins=shown(pins),
+                           without=without.strip("/"))
     if name not in found:
         raise Failed(f"no pin for {name} in {shown(pins)} (pinned: {', '.join(found) or 'none'})")
     return found[name]
@@ -110,11 +116,33 @@ def tar_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def tree_sha256(path: Path, without: str) -> str:
+    """The sha256 of the release's files but those under its folder WITHOUT: each member
+    (the archive's top folder dropped) by name, type, mode and content, in name order. A
+    mirror that left a folder out (Pyxis's tests/) and the upstream archive with it give
+    the same hash; any other change does not."""
+    digest, size = hashlib.sha256(), 0
+    with tarfile.open(path, "r:gz") as tar:
+        for m in sorted(tar.getmembers(), key=lambda m: m.name):
+            name = m.name.split("/", 1)[1] if "/" in m.name else ""
+            if not name or name == without or name.startswith(without + "/"):
+                continue
+            size += m.size
+            if size > MAX_TAR_BYTES:
+                raise ValueError(f"its tar is over {MAX_TAR_BYTES} bytes")
+            f = tar.extractfile(m) if m.isfile() else None
+            body = f.read() if f is not None else m.linkname.encode()
+            digest.update(f"{m.type.decode()} {m.mode:o} {name}\0".encode())
+            digest.update(hashlib.sha256(body).digest())
+    return digest.hexdigest()
+
+
 def check(path: Path, pin: Pin, source: str) -> None:
-    """Failed unless PATH is a gzip file whose uncompressed tar has the pinned hash."""
+    """Failed unless PATH is a gzip file whose uncompressed tar (its tree without the
+    pin's WITHOUT folder, where the pin names one) has the pinned hash."""
     try:
-        got = tar_sha256(path)
-    except (OSError, EOFError, zlib.error) as e:
+        got = tree_sha256(path, pin.without) if pin.without else tar_sha256(path)
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as e:
         raise Failed(f"refused {pin.label} from {source}: not a gzip file, or a truncated "
                      f"one ({e})") from None
     except ValueError as e:

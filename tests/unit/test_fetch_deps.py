@@ -326,7 +326,7 @@ def repository_pins() -> dict[str, tuple[str, str, str]]:
     pins = {}
     for line in PINS.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            name, version, url, sha = line.split()
+            name, version, url, sha = line.split()[:4]   # then an optional without=
             pins[name] = (version, url, sha)
     return pins
 
@@ -344,11 +344,52 @@ def test_the_repository_pins_match_the_mirror_where_there_is_one():
     mirrors = {REPO.parent / "shared" / "deps"}
     if os.environ.get("SQUALL_DEPS_MIRROR"):
         mirrors.add(Path(os.environ["SQUALL_DEPS_MIRROR"]).resolve())
-    for name, (version, _, sha) in repository_pins().items():
+    for name, (version, _, _) in repository_pins().items():
         for copy in (m / f"{name}-{version}.tar.gz" for m in mirrors):
-            if copy.is_file():
-                digest = hashlib.sha256()
-                with gzip.open(copy) as f:
-                    while chunk := f.read(1 << 20):
-                        digest.update(chunk)
-                assert digest.hexdigest() == sha, f"{copy} is not the release pinned"
+            if copy.is_file():   # checked as fetch-dep checks it (a without= pin too)
+                proc = subprocess.run(
+                    [sys.executable, str(FETCH), name, str(REPO / "build" / "pin-check")],
+                    env={**os.environ, "SQUALL_DEPS_MIRROR": str(copy.parent),
+                         "SQUALL_DEPS_CACHE": str(REPO / "build" / "pin-check-cache")},
+                    capture_output=True, text=True, timeout=120)
+                assert proc.returncode == 0, f"{copy} is not the release pinned: {proc.stderr}"
+
+
+def release_tar(files: dict[str, str]) -> bytes:
+    """A gzipped tar of FILES (name: text) under demo-1.0/."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{NAME}-{VERSION}/{name}")
+            info.size, info.mtime = len(data), 1_700_000_000
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def test_a_pin_without_a_folder_takes_upstream_and_the_mirror_alike(tmp_path, upstream):
+    """A mirror that left a folder out (Pyxis's tests/ in ../shared/deps) and the upstream
+    archive that has it: `without=tests/` pins the hash of the other files, so a clone
+    with internet fetches upstream and one without takes the mirror; any other change is
+    refused."""
+    release = {"README": "the release\n", "src/a.c": "int a;\n"}
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / FILE).write_bytes(release_tar(release))
+    pins = tmp_path / "pins.txt"
+
+    def pin(sha: str) -> None:
+        pins.write_text(f"{NAME} {VERSION} {upstream.base}/{FILE} {sha} without=tests/\n")
+
+    pin("0" * 64)
+    got = re.search(r"got ([0-9a-f]{64})", one_line(fetch(tmp_path, pins, mirror=mirror)))
+    assert got, "the refusal names the hash it computed"
+    pin(got.group(1))
+    proc = fetch(tmp_path, pins, mirror=mirror)
+    assert proc.returncode == 0 and "from the mirror" in proc.stdout + proc.stderr, proc
+    upstream.files[f"/{FILE}"] = release_tar({**release, "tests/t.bats": "@test x\n"})
+    proc = fetch(tmp_path, pins, extra={"SQUALL_DEPS_CACHE": str(tmp_path / "c2")})
+    assert proc.returncode == 0, proc.stderr
+    upstream.files[f"/{FILE}"] = release_tar({**release, "src/a.c": "int b;\n"})
+    proc = fetch(tmp_path, pins, extra={"SQUALL_DEPS_CACHE": str(tmp_path / "c3")})
+    assert proc.returncode != 0 and "refused" in one_line(proc), proc.stderr
