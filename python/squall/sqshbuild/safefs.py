@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 from squall.errors import SquallError
@@ -92,18 +93,13 @@ def _make_new_dir(parent_fd: int, name: str, mode: int,
                   owner: tuple[int, int] | None) -> int:
     """A directory made here with exactly ``mode`` (and owner); one that appeared since
     is opened as it is (the walk checks it)."""
-    try:
-        os.mkdir(name, 0o700, dir_fd=parent_fd)
-    except FileExistsError:
-        return open_dir(name, dir_fd=parent_fd)
-    fd = open_dir(name, dir_fd=parent_fd)
-    try:
-        if owner is not None:
-            os.fchown(fd, *owner)
-        os.fchmod(fd, mode)
-    except BaseException:
-        os.close(fd)
-        raise
+    fd, created = mkdir_open(parent_fd, name)
+    if created:
+        try:
+            set_new_dir(fd, mode, owner)
+        except BaseException:
+            os.close(fd)
+            raise
     return fd
 
 
@@ -215,22 +211,67 @@ def unlink_own(path: Path) -> bool:
     return True
 
 
+# A shared file system's clients may see another node's making of the same directory half
+# done. On GlusterFS (the scale cluster's /fsx), when a fresh cache's first jobs start on
+# sixteen nodes at once, mkdir, open and fchmod answer ENOENT, ENODATA or EPERM for a moment
+# (CI, stop 46). Those answers are tried again for a few seconds; any other, or the same one
+# after that, is raised.
+_SETTLING = frozenset({errno.ENOENT, errno.ENODATA, errno.EPERM, errno.ESTALE})
+_SETTLE_WAITS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.5, 0.75, 1.0, 1.0)
+
+
+def _settling(exc: OSError, attempt: int) -> bool:
+    """True (after a short wait) when ``exc`` may be another client's mkdir not yet
+    settled and ``attempt`` may be tried again."""
+    if exc.errno not in _SETTLING or attempt >= len(_SETTLE_WAITS):
+        return False
+    time.sleep(_SETTLE_WAITS[attempt])
+    return True
+
+
 def mkdir_open(parent_fd: int, name: str) -> tuple[int, bool]:
     """The directory ``name`` below ``parent_fd``, made (0700) when missing, opened without
-    following a link: (descriptor, created). A link, file or FIFO there is :class:`Unsafe`."""
+    following a link: (descriptor, created). A link, file or FIFO there is :class:`Unsafe`.
+    Another client's mkdir of the same name, half done, is waited for (``_SETTLING``)."""
     created = False
-    try:
-        os.mkdir(name, 0o700, dir_fd=parent_fd)
-        created = True
-    except FileExistsError:
-        pass
-    try:
-        return open_dir(name, dir_fd=parent_fd), created
-    except OSError:
-        st = lstat_at(parent_fd, name)
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            raise Unsafe(f"{name} is {kind(st.st_mode)}, not a directory") from None
-        raise
+    attempt = 0
+    while True:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+            created = True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            if _settling(exc, attempt):
+                attempt += 1
+                continue
+            raise
+        try:
+            return open_dir(name, dir_fd=parent_fd), created
+        except OSError as exc:
+            st = lstat_at(parent_fd, name)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                raise Unsafe(f"{name} is {kind(st.st_mode)}, not a directory") from None
+            if not _settling(exc, attempt):
+                raise
+            attempt += 1
+
+
+def set_new_dir(fd: int, mode: int, owner: tuple[int, int] | None) -> None:
+    """Give a directory this process just made ``owner`` (as root) and exactly ``mode``,
+    through its descriptor; a moment's EPERM while another client's mkdir of the same name
+    settles is waited out (``_SETTLING``)."""
+    attempt = 0
+    while True:
+        try:
+            if owner is not None:
+                os.fchown(fd, *owner)
+            os.fchmod(fd, mode)  # after chown, which clears setgid
+            return
+        except OSError as exc:
+            if not _settling(exc, attempt):
+                raise
+            attempt += 1
 
 
 def make_dir_at(parent_fd: int, name: str, mode: int,
@@ -242,7 +283,9 @@ def make_dir_at(parent_fd: int, name: str, mode: int,
     try:
         st = os.fstat(fd)
         euid = os.geteuid()
-        if created or st.st_uid == euid:
+        if created:
+            set_new_dir(fd, mode, owner if euid == 0 else None)
+        elif st.st_uid == euid:
             if euid == 0 and owner is not None and (st.st_uid, st.st_gid) != owner:
                 os.fchown(fd, *owner)
             if stat.S_IMODE(os.fstat(fd).st_mode) != mode:

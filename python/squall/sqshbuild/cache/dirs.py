@@ -51,9 +51,7 @@ def make_or_open(parent_fd: int, name: str, mode: int, owner: Owner) -> tuple[in
     fd, created = safefs.mkdir_open(parent_fd, name)
     if created:
         try:
-            if owner is not None:
-                os.fchown(fd, *owner)
-            os.fchmod(fd, mode)  # after chown, which clears setgid
+            safefs.set_new_dir(fd, mode, owner)
         except BaseException:
             os.close(fd)
             raise
@@ -131,10 +129,13 @@ def _subdirs(fd: int, here: Path, trust: Trust, mode: int, owner: Owner, create:
         try:
             sfd, _c = make_or_open(fd, name, mode, owner) if create else (
                 safefs.open_dir(name, dir_fd=fd), False)
-        except FileNotFoundError:
-            continue  # a reader: what a writer has not made yet holds nothing
         except safefs.Unsafe as exc:
             raise safefs.Unsafe(f"{here}/{exc}") from None
+        except OSError as exc:
+            if not create and isinstance(exc, FileNotFoundError):
+                continue  # a reader: what a writer has not made yet holds nothing
+            # named whole: the caller's message names only the cache's root
+            raise OSError(exc.errno, exc.strerror, str(here / name)) from None
         try:
             _check(sfd, here / name, trust, here)
         finally:

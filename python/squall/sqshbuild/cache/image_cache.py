@@ -159,7 +159,9 @@ def open_shared(root: Path, must_write: bool = True) -> ImageCache:
                           "read nor written (docs/security.md): fix it as root or use "
                           "another --cache-dir") from None
     except OSError as exc:
-        raise SquallError(f"cannot create the image cache {root}: {exc.strerror}; pass "
+        sub = str(exc.filename or "")
+        where = f"{root} ({sub})" if sub.startswith("/") and sub != str(root) else root
+        raise SquallError(f"cannot create the image cache {where}: {exc.strerror}; pass "
                           "--cache-dir (or set SQSHBUILD_CACHE) to a writable place") from None
     if not os.access(real, os.W_OK | os.X_OK):
         if must_write:
