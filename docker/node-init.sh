@@ -51,10 +51,11 @@ mountpoint -q /var/lib/enroot ||
   mount -t tmpfs -o mode=0755,nosuid,nodev,size=4g squall-enroot-data /var/lib/enroot
 # Enroot's runtime path (/etc/enroot/enroot.conf) the same way: root's, one 0700 directory
 # per user made here, none a user could plant for another.
-install -d -m 0755 /run/enroot
+install -d -m 0755 /run/enroot /var/lib/enroot/cache
 for u in squall alice bob carol; do
   id "$u" >/dev/null 2>&1 || continue
-  install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")" "/run/enroot/user-$(id -u "$u")"
+  install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")" "/run/enroot/user-$(id -u "$u")" \
+    "/var/lib/enroot/cache/$(id -u "$u")"
 done
 
 # Per-node plugstack arguments (e.g. node3 points its EFA roots at a stand-in tree).

@@ -50,9 +50,10 @@ pivot_root . mnt
 umount -l /mnt
 cd /
 chown slurm:slurm /var/spool/slurmd
+install -d -m 0755 /var/lib/enroot/cache
 for u in squall alice bob carol; do
   id "$u" >/dev/null 2>&1 || continue
   install -d -o "$u" -g "$u" -m 0700 "/var/lib/enroot/$(id -u "$u")" \
-    "/run/enroot/user-$(id -u "$u")"
+    "/run/enroot/user-$(id -u "$u")" "/var/lib/enroot/cache/$(id -u "$u")"
 done
 exec /usr/sbin/slurmd -D -N "$name"
