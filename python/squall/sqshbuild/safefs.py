@@ -214,10 +214,10 @@ def unlink_own(path: Path) -> bool:
 # A shared file system's clients may see another node's making of the same directory half
 # done. On GlusterFS (the scale cluster's /fsx), when a fresh cache's first jobs start on
 # sixteen nodes at once, mkdir, open and fchmod answer ENOENT, ENODATA or EPERM for a moment
-# (CI, stop 46). Those answers are tried again for a few seconds; any other, or the same one
-# after that, is raised.
+# (CI), for more than 4 s when some nodes' clocks are off (the skew tests). Those answers
+# are tried again for about 20 s; any other, or the same one after that, is raised.
 _SETTLING = frozenset({errno.ENOENT, errno.ENODATA, errno.EPERM, errno.ESTALE})
-_SETTLE_WAITS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.5, 0.75, 1.0, 1.0)
+_SETTLE_WAITS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.5, 0.75, 1.0, 1.0) + (2.0,) * 7
 
 
 def _settling(exc: OSError, attempt: int) -> bool:
