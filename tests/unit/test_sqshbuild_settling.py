@@ -43,15 +43,21 @@ def failing(monkeypatch: pytest.MonkeyPatch, name: str, code: int, times: int,
     return calls
 
 
-@pytest.mark.parametrize("code", [errno.ENODATA, errno.EPERM, errno.ENOENT, errno.ESTALE])
-def test_mkdir_that_settles_is_made(tmp_path, monkeypatch, code):
-    calls = failing(monkeypatch, "mkdir", code, 2, only="d")
-    pfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+def make_d(parent) -> bool:
+    """safefs.mkdir_open of ``parent``/d, its descriptors closed: whether it made it."""
+    pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fd, created = safefs.mkdir_open(pfd, "d")
         os.close(fd)
     finally:
         os.close(pfd)
+    return created
+
+
+@pytest.mark.parametrize("code", [errno.ENODATA, errno.EPERM, errno.ENOENT, errno.ESTALE])
+def test_mkdir_that_settles_is_made(tmp_path, monkeypatch, code):
+    calls = failing(monkeypatch, "mkdir", code, 2, only="d")
+    created = make_d(tmp_path)
     assert created and (tmp_path / "d").is_dir() and len(calls) == 3
 
 
@@ -59,35 +65,22 @@ def test_another_clients_half_made_directory_is_opened(tmp_path, monkeypatch):
     """mkdir says it exists, open says it does not: the other client's mkdir settles."""
     (tmp_path / "d").mkdir()
     calls = failing(monkeypatch, "open", errno.ENOENT, 1, only="d")
-    pfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fd, created = safefs.mkdir_open(pfd, "d")
-        os.close(fd)
-    finally:
-        os.close(pfd)
+    created = make_d(tmp_path)
     assert not created and len(calls) == 2
 
 
 def test_an_answer_that_lasts_is_raised_after_a_bounded_wait(tmp_path, monkeypatch):
     calls = failing(monkeypatch, "mkdir", errno.ENODATA, 10_000, only="d")
-    pfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with pytest.raises(OSError) as info:
-            safefs.mkdir_open(pfd, "d")
-    finally:
-        os.close(pfd)
+    with pytest.raises(OSError) as info:
+        make_d(tmp_path)
     assert info.value.errno == errno.ENODATA
     assert len(calls) == len(safefs._SETTLE_WAITS) + 1
 
 
 def test_other_answers_are_not_waited_for(tmp_path, monkeypatch):
     calls = failing(monkeypatch, "mkdir", errno.EACCES, 10_000, only="d")
-    pfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with pytest.raises(PermissionError):
-            safefs.mkdir_open(pfd, "d")
-    finally:
-        os.close(pfd)
+    with pytest.raises(PermissionError):
+        make_d(tmp_path)
     assert len(calls) == 1
 
 
