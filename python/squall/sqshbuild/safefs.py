@@ -57,7 +57,7 @@ def walk(path: Path, links: Trust, dirs: Trust | None = None,
             except FileNotFoundError:
                 if make is None:
                     raise
-                nfd = _make_new_dir(fd, name, make[0], make[1])
+                nfd = make_new_dir(fd, name, make[0], make[1])
             else:
                 if stat.S_ISLNK(st.st_mode):
                     here = Path("/", *real, name)
@@ -89,10 +89,10 @@ def walk(path: Path, links: Trust, dirs: Trust | None = None,
     return fd, Path("/", *real)
 
 
-def _make_new_dir(parent_fd: int, name: str, mode: int,
-                  owner: tuple[int, int] | None) -> int:
-    """A directory made here with exactly ``mode`` (and owner); one that appeared since
-    is opened as it is (the walk checks it)."""
+def make_new_dir(parent_fd: int, name: str, mode: int,
+                 owner: tuple[int, int] | None) -> int:
+    """The directory ``name`` below ``parent_fd``: made with exactly ``mode`` (and, as
+    root, ``owner``), or one already there opened as it is (the caller checks it)."""
     fd, created = mkdir_open(parent_fd, name)
     if created:
         try:

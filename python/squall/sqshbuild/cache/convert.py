@@ -80,7 +80,7 @@ def convert(root: Path) -> Converted:
         out = Converted(parent / root.name, parent / old_name)
         old_fd = safefs.open_dir(root.name, dir_fd=pfd)
         try:
-            new_fd, _c = dirs.make_or_open(pfd, new_name, dirs.SHARED, dirs.builder_owner())
+            new_fd = safefs.make_new_dir(pfd, new_name, dirs.SHARED, dirs.builder_owner())
             try:
                 _move_all(old_fd, new_fd, trust, out)
             finally:
@@ -113,9 +113,9 @@ def _move_all(old_fd: int, new_fd: int, trust: Trust, out: Converted) -> None:
     fd, below = layers
     why = why or below
     try:
-        dst, _c = dirs.make_or_open(new_fd, "layers", dirs.SHARED, dirs.builder_owner())
+        dst = safefs.make_new_dir(new_fd, "layers", dirs.SHARED, dirs.builder_owner())
         try:
-            dst2, _c = dirs.make_or_open(dst, "sha256", dirs.SHARED, dirs.builder_owner())
+            dst2 = safefs.make_new_dir(dst, "sha256", dirs.SHARED, dirs.builder_owner())
             try:
                 if why:
                     _move_proven(fd, dst2, trust, out, why)

@@ -45,19 +45,6 @@ def builder_owner() -> Owner:
         return None
 
 
-def make_or_open(parent_fd: int, name: str, mode: int, owner: Owner) -> tuple[int, bool]:
-    """The directory ``name`` below ``parent_fd``: created with ``mode`` and ``owner``, or
-    the existing one as it is (checked by the caller). (descriptor, created)."""
-    fd, created = safefs.mkdir_open(parent_fd, name)
-    if created:
-        try:
-            safefs.set_new_dir(fd, mode, owner)
-        except BaseException:
-            os.close(fd)
-            raise
-    return fd, created
-
-
 def _convert_hint(root: Path) -> str:
     return f"convert it with: sqshbuild convert-cache --cache-dir {root} (docs/security.md)"
 
@@ -85,7 +72,7 @@ def open_tree(root: Path, trust: Trust, mode: int, owner: Owner,
     pfd, parent = safefs.walk(root.parent, links, dirs=links, make=make)
     try:
         if create:
-            fd, _c = make_or_open(pfd, root.name, mode, owner)
+            fd = safefs.make_new_dir(pfd, root.name, mode, owner)
         else:
             fd = safefs.open_dir(root.name, dir_fd=pfd)
     finally:
@@ -111,8 +98,8 @@ def open_tree_layers(path: Path, trust: Trust, mode: int, owner: Owner, create: 
     make = (0o755 if mode == SHARED_DIR_MODE else mode, None) if create else None
     pfd, parent = safefs.walk(path.parent, links, dirs=links, make=make)
     try:
-        fd, _c = make_or_open(pfd, path.name, mode, owner) if create else (
-            safefs.open_dir(path.name, dir_fd=pfd), False)
+        fd = safefs.make_new_dir(pfd, path.name, mode, owner) if create else \
+            safefs.open_dir(path.name, dir_fd=pfd)
     finally:
         os.close(pfd)
     try:
@@ -127,8 +114,8 @@ def _subdirs(fd: int, here: Path, trust: Trust, mode: int, owner: Owner, create:
              names: tuple[str, ...]) -> None:
     for name in names:
         try:
-            sfd, _c = make_or_open(fd, name, mode, owner) if create else (
-                safefs.open_dir(name, dir_fd=fd), False)
+            sfd = safefs.make_new_dir(fd, name, mode, owner) if create else \
+                safefs.open_dir(name, dir_fd=fd)
         except safefs.Unsafe as exc:
             raise safefs.Unsafe(f"{here}/{exc}") from None
         except OSError as exc:
