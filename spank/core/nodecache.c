@@ -300,3 +300,79 @@ int sq_cache_may_fill(const char *job_num_nodes, int max_nodes)
 		return *p >= '0' && *p <= '9' ? 0 : 1;   /* overflow: very many; not a number: one */
 	return n <= max_nodes;
 }
+
+#define HOSTLIST_MAX 1000000L
+
+/* The hosts of one bracket's ranges ("1-3,7"), s at the character after '[': the count,
+ * *s past the ']'; -1 when it is not a list of N or N-M with N <= M. */
+static long bracket_count(const char **s)
+{
+	const char *p = *s;
+	long total = 0;
+
+	for (;;) {
+		char *end;
+		long a, b;
+
+		if (*p < '0' || *p > '9')
+			return -1;
+		a = strtol(p, &end, 10);
+		b = a;
+		p = end;
+		if (*p == '-') {
+			if (p[1] < '0' || p[1] > '9')
+				return -1;
+			b = strtol(p + 1, &end, 10);
+			p = end;
+		}
+		if (b < a || b - a >= HOSTLIST_MAX)
+			return -1;
+		total += b - a + 1;
+		if (total > HOSTLIST_MAX)
+			return -1;
+		if (*p == ']')
+			break;
+		if (*p++ != ',')
+			return -1;
+	}
+	*s = p + 1;
+	return total;
+}
+
+long sq_hostlist_count(const char *list)
+{
+	const char *p = list;
+	long total = 0;
+
+	if (p == NULL || *p == '\0')
+		return -1;
+	for (;;) {
+		long item = 1;
+		int chars = 0;
+
+		while (*p != '\0' && *p != ',') {
+			if (*p == ']')
+				return -1;
+			if (*p == '[') {
+				long n;
+
+				p++;
+				n = bracket_count(&p);
+				if (n < 0 || item * n > HOSTLIST_MAX)
+					return -1;
+				item *= n;
+			} else {
+				p++;
+			}
+			chars++;
+		}
+		if (chars == 0)
+			return -1;
+		total += item;
+		if (total > HOSTLIST_MAX)
+			return -1;
+		if (*p == '\0')
+			return total;
+		p++;
+	}
+}

@@ -114,4 +114,9 @@ int sq_cache_file_complete(const struct sq_list_entry *e, unsigned disk_mode,
  * number). Jobs on more nodes still use the trees already there. Pure. */
 int sq_cache_may_fill(const char *job_num_nodes, int max_nodes);
 
+/* The number of hosts in a Slurm host list ("node[1-3,7],login", "r[1-2]n[01-04]"), for
+ * the job prolog, which gets SLURM_NODELIST and no node count. -1 when it is not one
+ * (a bad range, unbalanced brackets, more than 1,000,000 hosts). Pure. */
+long sq_hostlist_count(const char *list);
+
 #endif

@@ -59,6 +59,9 @@ static const struct sq_flag flags[SQ_OPT_COUNT] = {
 	  "[squall] later steps of the job reuse this node's container (a fresh layer each)" },
 	{ SQ_OPT_NO_REUSE, "no-container-reuse", 0, NULL,
 	  "[squall] start a container for this step alone" },
+	{ SQ_OPT_PRESTART, "container-prestart", 1, "[USER@][REGISTRY#]IMAGE[:TAG]|PATH",
+	  "[squall] sbatch/salloc: start IMAGE's container on every node at allocation, for "
+	  "the job's first srun --container-image=IMAGE to join (PrologFlags=Alloc)" },
 };
 
 size_t sq_opt_flag_count(void)
@@ -175,6 +178,7 @@ void sq_opts_free(struct sq_opts *o)
 	free(o->save);
 	free(o->env);
 	free(o->nccl_debug);
+	free(o->prestart);
 	for (i = 0; i < SQ_OPT_COUNT; i++)
 		free(o->given[i]);
 	sq_opts_init(o);
@@ -413,6 +417,7 @@ static int check_unshare(const struct value_ctx *c, const char **value, struct p
 /* The check of each flag that takes a value (the others are booleans). */
 static const value_check value_checks[SQ_OPT_COUNT] = {
 	[SQ_OPT_IMAGE] = check_image,
+	[SQ_OPT_PRESTART] = check_image,
 	[SQ_OPT_MOUNTS] = check_mounts,
 	[SQ_OPT_WORKDIR] = check_workdir,
 	[SQ_OPT_NAME] = check_name,
@@ -480,6 +485,7 @@ static void store(struct sq_opts *o, int id, struct parsed *p)
 	case SQ_OPT_SAVE: field = &o->save; break;
 	case SQ_OPT_ENV: field = &o->env; break;
 	case SQ_OPT_NCCL_DEBUG: field = &o->nccl_debug; break;
+	case SQ_OPT_PRESTART: field = &o->prestart; break;
 	case SQ_OPT_MOUNT_HOME: o->mount_home = p->ival; break;
 	case SQ_OPT_REMAP_ROOT: o->remap_root = p->ival; break;
 	case SQ_OPT_ENTRYPOINT: o->entrypoint = p->ival; break;
@@ -622,7 +628,9 @@ int sq_opts_check(const struct sq_opts *o, char *warn, size_t warnlen, char *err
 	}
 	sq_buf_init(&b);
 	for (i = 0; i < SQ_OPT_COUNT; i++) {
-		if (i == SQ_OPT_IMAGE || i == SQ_OPT_NAME || o->source[i] != SQ_SRC_CLI)
+		/* --container-prestart is the job's, inherited by every step: not a step flag. */
+		if (i == SQ_OPT_IMAGE || i == SQ_OPT_NAME || i == SQ_OPT_PRESTART ||
+		    o->source[i] != SQ_SRC_CLI)
 			continue;
 		sq_buf_addf(&b, "%s--%s", b.len ? ", " : "", given_flag(o, i));
 	}

@@ -49,6 +49,8 @@ enum sq_opt_id {
 	SQ_OPT_UNSHARE,          /* --container-unshare=NS[,NS...] (net, ipc, uts; Pyxis 0.24) */
 	SQ_OPT_REUSE,            /* --container-reuse (squall): keep the container for the job */
 	SQ_OPT_NO_REUSE,         /* --no-container-reuse (squall): a container for this step */
+	SQ_OPT_PRESTART,         /* --container-prestart=IMAGE (squall, sbatch/salloc): the job
+				  * prolog starts the job's container on every node (prestart.h) */
 	SQ_OPT_COUNT
 };
 
@@ -116,6 +118,7 @@ struct sq_opts {
 	int log;                 /* enum sq_log_setting */
 	int unshare;             /* SQ_NS_* bits (unshare.h); 0: share the node's */
 	int reuse;               /* -1 unset (plugstack container_reuse), 0 no, 1 yes */
+	char *prestart;          /* raw --container-prestart: the image the prolog starts */
 	/* bookkeeping for the precedence rules, indexed by the setting's primary id */
 	int source[SQ_OPT_COUNT];        /* enum sq_opt_source */
 	char *given[SQ_OPT_COUNT];       /* normalised value as given, for "same value twice" */

@@ -225,3 +225,25 @@ def test_an_extraction_starts_yielding_and_reaches_full_speed_within_a_second_if
     while duty < lib.SQ_YIELD_FULL:
         duty, periods = duty_after(duty), periods + 1
     assert periods * lib.SQ_YIELD_PERIOD_MS <= 1000
+
+
+# --- the job prolog's node count (SLURM_NODELIST, for --container-prestart) ---------------
+
+def hostlist_count(text: str | None) -> int:
+    return int(lib.sq_hostlist_count(text.encode() if text is not None else ffi.NULL))
+
+
+def test_a_host_list_counts_its_hosts_as_slurm_expands_it():
+    assert hostlist_count("node1") == 1
+    assert hostlist_count("node[1-3]") == 3
+    assert hostlist_count("node[1-3,7],login") == 5
+    assert hostlist_count("s[001-128]") == 128
+    assert hostlist_count("r[1-2]n[01-04]") == 8                # ranges multiply
+    assert hostlist_count("a,b,c") == 3
+    assert hostlist_count("node[5]") == 1
+
+
+def test_what_is_not_a_host_list_counts_as_none():
+    for bad in [None, "", "node[", "node[3-1]", "node[1-]", "node]1[", "a,,b", "node[x]",
+                "node[1-2", ",", "n[1-1000001]", "a[1-1000]b[1-1001]"]:
+        assert hostlist_count(bad) == -1, bad

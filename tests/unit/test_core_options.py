@@ -253,3 +253,15 @@ def test_container_unshare_from_pyxis_variable_and_cli_wins():
 def test_container_workdir_relative_is_kept_as_given():
     opts = resolve_step_options([("container-image", "u"), ("container-workdir", "../etc")])
     assert opts.workdir == "../etc"
+
+
+def test_prestart_is_the_jobs_flag_not_a_steps():
+    # --container-prestart=IMAGE (sbatch/salloc): every step inherits it; alone it makes
+    # no container step and no warning, and its value is checked as an image.
+    opts = resolve_step_options([("container-prestart", "/fsx/img.sqsh")])
+    assert opts.container is False and opts.warning == ""
+    check_container_option("container-prestart", "nvcr.io#nvidia/pytorch:24.01-py3")
+    with pytest.raises(SquallError):
+        check_container_option("container-prestart", "no good!")
+    with pytest.raises(SquallError):
+        check_container_option("container-prestart", None)
