@@ -18,8 +18,8 @@
 #include "mountpoint.h"
 #include "pidfd.h"
 #include "strbuf.h"
+#include "stepconf.h"
 
-#define STANDARD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define READY_MS 10000
 
 /* The signals Slurm sends a step (and a user's `kill -1`): squashfuse dies of some of
@@ -84,7 +84,7 @@ static int find_squashfuse(char *buf, size_t buflen)
 	const char *path = getenv("PATH");
 
 	if (path == NULL || *path == '\0')
-		path = STANDARD_PATH;
+		path = SQ_STANDARD_PATH;
 	for (const char *s = path, *e; s != NULL; s = e ? e + 1 : NULL) {
 		e = strchr(s, ':');
 		int n = e ? (int)(e - s) : (int)strlen(s);

@@ -98,9 +98,19 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 			close(lockfd);
 		return -1;
 	}
+	/* The job prolog returns now: a step that comes waits on the lock (prestart.h). A
+	 * prolog that stopped waiting is no reason to stop. */
+	if (r->notify_fd > 0) {
+		ssize_t w = write(r->notify_fd, "L", 1);
+		(void)w;
+	}
 	fd = dial(r->runtime_dir, r->jobid, r->key);
 	if (fd >= 0) {
 		rv = sq_container_attach_kept(c, fd, r->start->cred->uid, err, errlen);
+		goto fail;
+	}
+	if (r->join_only) {
+		rv = 1;
 		goto fail;
 	}
 	/* None answers: start it, kept for the job. */
@@ -136,7 +146,9 @@ static void kept_share(const struct sq_kept_step *s, const struct sq_start_reque
 	const char *nodes = sq_env_value(req->envp, "SLURM_STEP_NUM_NODES");
 	const char *sbcast = sq_extracted_sbcast();
 
-	if (nodes == NULL || atoi(nodes) < 2 || sbcast == NULL || (!fill && s->nodeid != 0))
+	/* The job prolog runs in no step: nothing to send with. */
+	if (nodes == NULL || atoi(nodes) < 2 || sbcast == NULL || (!fill && s->nodeid != 0) ||
+	    s->mode == SQ_KEPT_PRESTART)
 		return;
 	snprintf(a->jobstep, sizeof(a->jobstep), "%u.%u", (unsigned)s->jobid,
 		 (unsigned)s->stepid);
@@ -220,7 +232,7 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 	struct kept_args a;
 	const char **args = a.argv;
 	char key[33], what[48];
-	int started = 0;
+	int started = 0, rc;
 
 	note[0] = '\0';
 	memset(&a, 0, sizeof(a));
@@ -234,9 +246,13 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 		*served = "started for the step (the kept container's key could not be read)";
 		return 0;
 	}
-	kr = (struct sq_kept_request){ s->runtime_dir, s->jobid, key, &req, s->idle_s, args };
-	if (sq_kept_attach(c, &kr, &started, err, errlen) < 0)
-		return -1;
+	kr = (struct sq_kept_request){ s->runtime_dir, s->jobid, key, &req, s->idle_s, args,
+				       s->mode == SQ_KEPT_JOIN, s->notify_fd };
+	rc = sq_kept_attach(c, &kr, &started, err, errlen);
+	if (rc != 0) {
+		*served = "started for the step (the job prolog started none that fits it)";
+		return rc < 0 ? -1 : 0;
+	}
 	sq_phase_end(started ? "start container (kept for the job)" : "kept container reused");
 	if (started) {
 		snprintf(what, sizeof(what), "kept-%s", key);
@@ -256,6 +272,8 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 			"kept container of the job reused (no runtime start; extracted copy)" :
 			"kept container of the job reused (no runtime start)";
 	}
+	if (s->mode == SQ_KEPT_PRESTART)
+		return 1;   /* the steps make their own layers */
 	if (sq_layer_make(c, s->layer_path, req.cred, SQ_LAYER_FRESH, err, errlen) < 0) {
 		/* The node cannot make layers (an old kernel): a container for each step. */
 		snprintf(note, notelen, "no fresh layer on the kept container (%s): starting one "

@@ -28,6 +28,15 @@ struct sq_kept_request {
 	int idle_s;                              /* the keeper's idle time before it ends */
 	const char *const *extra_args;           /* more keeper arguments when it starts
 						  * (--use-cache / --fill-cache), or NULL */
+	int join_only;                           /* 1: never start one (none: return 1) */
+	int notify_fd;                           /* > 0: one byte there once the lock is held */
+};
+
+/* How a caller uses the job's kept container (sq_kept_step.mode). */
+enum sq_kept_mode {
+	SQ_KEPT_STEP = 0,     /* a step: find it or start it, then the step's layer */
+	SQ_KEPT_JOIN,         /* a step: only the one the job prolog started (prestart.h) */
+	SQ_KEPT_PRESTART      /* the job prolog: find it or start it; no layer, no broadcast */
 };
 
 /* What a step brings to the job's kept container. */
@@ -41,14 +50,17 @@ struct sq_kept_step {
 	int cache_max_nodes;          /* jobs on more nodes start no extraction; 0: any */
 	const char *layer_path;       /* squall-layer */
 	int idle_s;                   /* the keeper's idle time */
+	int mode;                     /* enum sq_kept_mode */
+	int notify_fd;                /* SQ_KEPT_PRESTART: told once the lock is held (> 0) */
 };
 
 /* Serve a step sq_life_decide sent here (SQ_LIFE_KEPT) from the job's kept container:
  * find it or start it (from the node's extracted copy of the image when there is one, else
  * from the image with its extraction started) under its lock, then make the step's layer;
  * records for the epilog. 1 served (c holds it); 0 the caller starts a container for the
- * step (note may say why, for the log); -1 failed with err. *served: how, for the verbose
- * log, in every case. */
+ * step (note may say why, for the log; SQ_KEPT_JOIN: none runs); -1 failed with err.
+ * *served: how, for the verbose log, in every case. SQ_KEPT_PRESTART stops before the
+ * layer (1: started or running). */
 int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req,
 		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
 		  char *err, size_t errlen);
@@ -59,7 +71,8 @@ int sq_kept_key(const struct sq_start_request *r, const char *identity, char key
 
 /* Hold the job's kept container for r->key in c (its first process, user, mount and
  * cgroup namespaces, root, working directory, environment), starting it when none
- * answers. *started: 1 when this step started it. 0 ok; -1 with err. */
+ * answers (unless r->join_only). *started: 1 when this step started it. 0 ok; 1 none
+ * answers (join_only); -1 with err. */
 int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
 		   char *err, size_t errlen);
 

@@ -13,6 +13,8 @@
  *   task_exit     slurmstepd, after the node's last task: --container-save on node 0, then
  *                 the step's own container and the importer's file go (step.h)
  *   exit          slurmstepd: stop the container (and the namespace holder) (step.h)
+ *   job_prolog    slurmd: with --container-prestart, start the job's container on the
+ *                 node for its first step to join (prestart.h)
  *   job_epilog    slurmd: end what the job's steps left, remove its named containers
  *                 (epilog.h)
  */
@@ -24,6 +26,7 @@
 #include "epilog.h"
 #include "image_record.h"
 #include "pinmemo.h"
+#include "prestart.h"
 #include "report.h"
 #include "step.h"
 
@@ -116,20 +119,37 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+/* Slurm does not call slurm_spank_init before the job prolog and epilog: read the
+ * plugstack arguments there. 0 ok, -1 (logged). */
+static int job_script_config(int ac, char **av)
 {
 	char err[SQ_ERR_LEN];
+
+	if (cfg_ready)
+		return 0;
+	if (sq_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
+		slurm_error("squall: %s", err);
+		return -1;
+	}
+	cfg_ready = 1;
+	return 0;
+}
+
+int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
+{
+	/* Never fail the prolog (a failed one drains the node): the job's first step
+	 * starts its container as without --container-prestart. */
+	if (job_script_config(ac, av) == 0)
+		sq_prestart_prolog(&cfg, sp);
+	return 0;
+}
+
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
 	uint32_t jobid;
 
-	/* Slurm does not call slurm_spank_init before the job epilog: read the
-	 * plugstack arguments here. */
-	if (!cfg_ready) {
-		if (sq_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
-			slurm_error("squall: %s", err);
-			return -1;
-		}
-		cfg_ready = 1;
-	}
+	if (job_script_config(ac, av) < 0)
+		return -1;
 	sq_epilog_run(&cfg, sp);
 	if (spank_get_item(sp, S_JOB_ID, &jobid) == ESPANK_SUCCESS)
 		sq_pinmemo_drop_job(SQ_PINMEMO_DIR, jobid);

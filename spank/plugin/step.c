@@ -33,6 +33,7 @@
 #include "save.h"
 #include "seccomp.h"
 #include "smallio.h"
+#include "prestart_env.h"
 #include "step.h"
 #include "stepcg.h"
 #include "stepconf.h"
@@ -473,15 +474,16 @@ static void after_start(struct sq_step *s)
 		slurm_info("squall: %s", err);
 }
 
-/* The job's kept container (kept.h): 1 when the step is served by it (or failed: error
- * kept), 0 when a container must be started for the step after all. */
-static int use_kept_container(struct sq_step *s, const struct sq_start_request *req)
+/* The job's kept container (kept.h) in mode (enum sq_kept_mode): 1 when the step is
+ * served by it (or failed: error kept), 0 when a container must be started for it. */
+static int serve_kept(struct sq_step *s, const struct sq_start_request *req, int mode,
+		      int notify_fd)
 {
 	const struct sq_config *cfg = s->cfg;
 	struct sq_kept_step ks = {
 		s->runtime_dir, s->jobid, s->stepid, s->nodeid, s->image.path, s->image.identity,
 		s->cache_dir, cfg->local_cache_gb, cfg->local_cache_max_nodes, SQ_LAYER,
-		SQ_KEPT_IDLE_S };
+		SQ_KEPT_IDLE_S, mode, notify_fd };
 	char note[1024] = "", err[SQ_ERR_LEN];
 	int r = sq_kept_serve(&s->ctr, req, &ks, &s->served, note, sizeof(note), err,
 			      sizeof(err));
@@ -491,6 +493,39 @@ static int use_kept_container(struct sq_step *s, const struct sq_start_request *
 	if (r < 0)
 		sq_report_fail(err);
 	return r != 0;
+}
+
+/* The container the job prolog started (prestart.h), found by the key the prolog's
+ * environment gives it: 1 joined (or failed: error kept), 0 none fits this step. */
+static int join_prestarted(struct sq_step *s, const struct sq_start_request *req)
+{
+	char path[PATH_MAX * 2 + 8], err[SQ_ERR_LEN], **env, **rt = NULL;
+	struct sq_start_request pre = *req;
+	int r = 0;
+
+	env = sq_prestart_env(s->uid, s->jobid, sq_env_value(s->job_env, "SLURM_JOB_NUM_NODES"),
+			      sq_env_value(s->job_env, "SLURM_CLUSTER_NAME"));
+	if (env != NULL && sq_runtime_path_from(s->enroot, SQ_STANDARD_PATH, path,
+						sizeof(path)) == 0 &&
+	    sq_stepconf_env(env, s->opt, s->runtime_dir, path, &rt, err, sizeof(err)) == 0) {
+		pre.envp = rt;
+		r = serve_kept(s, &pre, SQ_KEPT_JOIN, -1);
+	}
+	if (r && !sq_report_failed())
+		s->served = "the job's container, started by the job prolog (no runtime start)";
+	sq_env_free(rt);
+	sq_env_free(env);
+	return r;
+}
+
+/* The job's kept container (kept.h): the one the job prolog started when it fits, else
+ * the one the job's steps start. 1 when the step is served by it (or failed: error
+ * kept), 0 when a container must be started for the step after all. */
+static int use_kept_container(struct sq_step *s, const struct sq_start_request *req)
+{
+	if (s->opt->prestart != NULL && join_prestarted(s, req))
+		return 1;
+	return serve_kept(s, req, SQ_KEPT_STEP, -1);
 }
 
 /* The step's one decision (lifecycle.h), from every fact it needs: a named step and one
@@ -623,6 +658,51 @@ static void start_or_keep(struct sq_step *s)
 	 * calls release here, and again at the step's end). */
 	if (s->importer.envp != NULL)
 		sq_importer_release(&s->importer);
+}
+
+int sq_step_prestart_dirs(struct sq_step *s)
+{
+	char err[SQ_ERR_LEN];
+
+	s->active = 1;
+	if (sq_cred_init(&s->cred_root, s->uid, s->gid, err, sizeof(err)) < 0)
+		return sq_report_fail(err);
+	if (make_runtime_dir(s) < 0)
+		return -1;
+	make_cache_dir(s);
+	return 0;
+}
+
+int sq_step_prestart(struct sq_step *s, char *const job_env[], const char *cwd,
+		     int notify_fd)
+{
+	struct sq_start_request req;
+	struct sq_life_plan plan;
+	int r = -1;
+
+	s->job_env = job_env;
+	if (prepare(s, job_env, cwd) < 0 || resolve(s, cwd) != 0 ||
+	    configure(s, NULL, job_env, cwd) < 0)
+		goto out;
+	if (decide(s, &plan) != SQ_LIFE_KEPT) {
+		sq_report_error("--container-prestart: the job's container is not kept on this "
+				"node (%s): the steps start their own", plan.why);
+		goto out;
+	}
+	req = (struct sq_start_request){
+		SQ_KEEPER, s->enroot, s->conf_path, NULL, s->target, s->opt->writable,
+		s->opt->remap_root, s->runtime_env, &s->cred_user, SQ_START_TIMEOUT_S, NULL };
+	if (serve_kept(s, &req, SQ_KEPT_PRESTART, notify_fd) && !sq_report_failed())
+		r = 0;
+	if (s->importer.envp != NULL)
+		sq_importer_release(&s->importer);
+out:
+	if (s->conf_path[0]) {
+		unlink(s->conf_path);
+		s->conf_path[0] = '\0';
+	}
+	s->job_env = NULL;
+	return r;
 }
 
 void sq_step_user_init(struct sq_step *s, spank_t sp)

@@ -110,6 +110,14 @@ int sq_step_task_init(struct sq_step *s, spank_t sp);
 int sq_step_task_exit(struct sq_step *s, spank_t sp);
 void sq_step_exit(struct sq_step *s);
 
+/* The job prolog's start of the job's container (prestart.h), on a step made with
+ * sq_step_init whose ids are set: as root, the runtime directory and node-local cache
+ * (0, or -1 with the error kept); then as the user, prepared, resolved and configured as
+ * a step is, the job's kept container started without a layer, notify_fd told once its
+ * lock is held (0 started or running, -1 with the error kept). */
+int sq_step_prestart_dirs(struct sq_step *s);
+int sq_step_prestart(struct sq_step *s, char *const job_env[], const char *cwd,
+		     int notify_fd);
 /* join.c: --container-name=JOBID.STEPID, the running container of that step. 1 joined,
  * -1 failed (error kept). */
 int sq_step_attach_step(struct sq_step *s, uint32_t jobid, uint32_t stepid);

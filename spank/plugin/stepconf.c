@@ -20,7 +20,6 @@
 #include "strbuf.h"
 #include "strv.h"
 
-#define STANDARD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 int sq_env_put(char ***env, const char *key, const char *value)
 {
@@ -52,11 +51,16 @@ static int put_setting(char ***env, const char *key, int value)
 int sq_runtime_path(const char *enroot, char *buf, size_t buflen)
 {
 	const char *stepd = getenv("PATH");
+
+	return sq_runtime_path_from(enroot, stepd != NULL && *stepd != '\0' ? stepd :
+					    SQ_STANDARD_PATH, buf, buflen);
+}
+
+int sq_runtime_path_from(const char *enroot, const char *stepd, char *buf, size_t buflen)
+{
 	char real[PATH_MAX], *slash;
 	int n;
 
-	if (stepd == NULL || *stepd == '\0')
-		stepd = STANDARD_PATH;
 	if (enroot == NULL || realpath(enroot, real) == NULL)
 		snprintf(real, sizeof(real), "%s", enroot ? enroot : "");
 	slash = strrchr(real, '/');
@@ -77,7 +81,7 @@ int sq_find_enroot(char **out, char *err, size_t errlen)
 
 	*out = NULL;
 	if (path == NULL || *path == '\0')
-		path = STANDARD_PATH;
+		path = SQ_STANDARD_PATH;
 	for (s = path;; s = e + 1) {
 		size_t n;
 		e = strchr(s, ':');

@@ -51,9 +51,14 @@ int sq_stepconf_make(const struct sq_conf_input *in, char *const job_env[], cons
 int sq_stepconf_env(char *const job_env[], const struct sq_opts *o, const char *runtime_dir,
 		    const char *path, char ***out, char *err, size_t errlen);
 
+/* The PATH of a process that has none (the job prolog's): the standard one. */
+#define SQ_STANDARD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 /* The runtime's PATH into buf: the directory of `enroot` (symlinks resolved), then
  * slurmstepd's own PATH (or the standard one when it has none). 0 ok, -1 too long. */
 int sq_runtime_path(const char *enroot, char *buf, size_t buflen);
+/* The same over base instead of slurmstepd's PATH (the job prolog's start, prestart.h). */
+int sq_runtime_path_from(const char *enroot, const char *base, char *buf, size_t buflen);
 
 /* Find `enroot` on slurmstepd's PATH, as Pyxis runs it when plugstack.conf names no
  * enroot=: *out (heap) is its absolute path. 0 ok, -1 with err saying where it looked. */

@@ -1,0 +1,29 @@
+/* prestart_env.c: see prestart_env.h. */
+#define _GNU_SOURCE
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "env.h"
+#include "prestart_env.h"
+#include "stepconf.h"
+
+char **sq_prestart_env(uid_t uid, uint32_t jobid, const char *nodes, const char *cluster)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096], id[16];
+	char **env = calloc(1, sizeof(*env));
+
+	if (env == NULL || getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL)
+		goto fail;
+	snprintf(id, sizeof(id), "%u", (unsigned)jobid);
+	if (sq_env_put(&env, "HOME", pw.pw_dir) < 0 || sq_env_put(&env, "USER", pw.pw_name) < 0 ||
+	    sq_env_put(&env, "LOGNAME", pw.pw_name) < 0 || sq_env_put(&env, "SLURM_JOB_ID", id) < 0 ||
+	    (nodes != NULL && sq_env_put(&env, "SLURM_JOB_NUM_NODES", nodes) < 0) ||
+	    (cluster != NULL && sq_env_put(&env, "SLURM_CLUSTER_NAME", cluster) < 0))
+		goto fail;
+	return env;
+fail:
+	sq_env_free(env);
+	return NULL;
+}
