@@ -9,12 +9,12 @@ nor does a step running at the same time. Nothing is left on a node after the jo
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
 
 from .cluster import Cluster
 from .leftovers import leftovers, wait_clean
+from .verbose_log import served
 
 NODE = "node2"
 
@@ -25,18 +25,6 @@ def in_job(cluster: Cluster, steps: list[str], salloc: str = "", check: bool = T
     script = "\n".join(steps)
     return cluster.run(f"salloc -N1 -w {NODE} {salloc} -Q bash -c {shlex.quote(script)}",
                        check=check, timeout=300)
-
-
-def served(text: str) -> list[str]:
-    """How each step got its container: the parenthesis after "timings on NODE"."""
-    ways = []
-    for m in re.finditer(r"timings on \S+ \(", text):
-        depth, i = 1, m.end()
-        while depth and i < len(text):
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
-        ways.append(text[m.end():i - 1])
-    return ways
 
 
 def test_later_steps_reuse_the_kept_container_with_a_fresh_root(cluster: Cluster,

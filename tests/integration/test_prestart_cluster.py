@@ -1,0 +1,101 @@
+"""--container-prestart: the job's container started by the job prolog (issue 44).
+
+A job that names its image at submission (``sbatch --container-prestart=IMAGE``) gets its
+kept container started on every node by the job prolog, while its batch script gets going;
+its first ``srun --container-image=IMAGE`` joins that container instead of starting the
+runtime. What the prolog starts is the job's: it ends with the job, nothing is started for
+a job that did not ask, and a prestart that fails is one line in slurmd's log while the
+job's first step starts its container as without it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+
+from .cluster import Cluster
+from .leftovers import wait_clean
+from .verbose_log import served
+
+NODES = "node1,node2"
+# The job's kept containers on the node: their keepers' sockets (kept.h), counted once any
+# start under way (its lock held) is done.
+KEPT = ("for l in /run/squall/1000/kept-$SLURM_JOB_ID-*.lock; do [ -e \"$l\" ] && "
+        "flock \"$l\" true; done; ")
+KEPT += "ls /run/squall/1000/ | grep -c \"^kept-$SLURM_JOB_ID-.*\\.sock$\" || true"
+
+
+def run_job(cluster: Cluster, lines: list[str], args: str) -> tuple[str, str]:
+    """Submit a 2-node job of these shell lines; its id and its output once it ended."""
+    out = f"/fsx/home/squall/jobs/prestart-{time.time_ns()}.out"
+    script = "#!/bin/bash\n" + "\n".join(lines) + "\n"
+    jobid = cluster.sbatch(script, f"-N2 -w {NODES} --output={out} {args}")
+    info = cluster.wait_job(jobid, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"},
+                            timeout=180)
+    text = cluster.run(f"cat {out}").out
+    assert info["JobState"] == "COMPLETED", (info, text)
+    return jobid, text
+
+
+def keepers_per_node(text: str) -> list[str]:
+    return sorted(re.findall(r"^keepers (\d+)$", text, re.M))
+
+
+def test_the_first_step_joins_the_container_the_prolog_started(cluster: Cluster,
+                                                                image: str) -> None:
+    step = (f"srun --container-image={image} --container-log=verbose "
+            "bash -c 'grep ^ID= /etc/os-release'")
+    jobid, text = run_job(cluster, [step, step], f"--container-prestart={image}")
+    ways = served(text)
+    assert len(ways) == 4, text
+    assert all("started by the job prolog" in w and "no runtime start" in w
+               for w in ways), ways
+    assert "start container" not in text, text
+    assert text.count("ID=squalltest") == 4, text
+    for node in NODES.split(","):
+        assert wait_clean(cluster, node=node) == "", (jobid, node)
+
+
+def test_a_step_with_other_flags_starts_its_own(cluster: Cluster, image: str) -> None:
+    step = (f"srun --container-image={image} --container-writable --container-log=verbose "
+            "touch /etc/mark")
+    _, text = run_job(cluster, [step], f"--container-prestart={image}")
+    ways = served(text)
+    assert len(ways) == 2 and not any("job prolog" in w for w in ways), ways
+    assert all("kept for the job" in w for w in ways), ways
+    for node in NODES.split(","):
+        assert wait_clean(cluster, node=node) == ""
+
+
+def test_what_the_prolog_starts_is_the_jobs_alone(cluster: Cluster, image: str) -> None:
+    count = f"srun bash -c {shlex.quote('echo keepers $(' + KEPT + ')')}"
+    # Without the flag nothing runs before a container step; with it, one container a node.
+    _, plain = run_job(cluster, [count], "")
+    assert keepers_per_node(plain) == ["0", "0"], plain
+    jobid, asked = run_job(cluster, [count], f"--container-prestart={image}")
+    assert keepers_per_node(asked) == ["1", "1"], asked
+    # ... and it ends with the job (the epilog), though no step ever used it.
+    for node in NODES.split(","):
+        assert wait_clean(cluster, node=node) == "", (jobid, node)
+
+
+def test_a_failed_prestart_is_one_line_and_the_first_step_still_works(
+        cluster: Cluster, image: str) -> None:
+    missing = f"/fsx/home/squall/jobs/no-such-image-{time.time_ns()}.sqsh"
+    step = f"srun --container-image={image} bash -c 'grep ^ID= /etc/os-release'"
+    jobid, text = run_job(cluster, [step], f"--container-prestart={missing}")
+    assert text.count("ID=squalltest") == 2, text
+    for node in NODES.split(","):
+        log = cluster.run(f"grep -F 'job {jobid}: --container-prestart' "
+                          "/var/log/slurm/slurmd.log || true", node=node, user="root").out
+        lines = log.strip().splitlines()
+        assert len(lines) == 1 and missing in lines[0], (node, log)
+        assert wait_clean(cluster, node=node) == ""
+
+
+def test_a_bad_prestart_image_is_refused_at_submission(cluster: Cluster) -> None:
+    res = cluster.run("sbatch --container-prestart='no good!' --wrap true", check=False)
+    assert res.rc != 0, res
+    lines = [x for x in res.err.splitlines() if x.strip()]
+    assert lines and lines[0].startswith("squall: error: ") and "Traceback" not in res.err, res
