@@ -626,6 +626,9 @@ int sq_opts_check(const struct sq_opts *o, char *warn, size_t warnlen, char *err
 				       o->name);
 		return 1;
 	}
+	/* With --container-prestart, sbatch's flags are the prestarted container's. */
+	if (o->prestart != NULL)
+		return 0;
 	sq_buf_init(&b);
 	for (i = 0; i < SQ_OPT_COUNT; i++) {
 		/* --container-prestart is the job's, inherited by every step: not a step flag. */

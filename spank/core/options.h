@@ -162,7 +162,8 @@ int sq_opts_load_environ(struct sq_opts *o, char *const envp[], char *err, size_
  * Final check once every source is applied.
  * Returns 1: a container is requested (image or name given);
  *         0: no container; if flags were given on the command line without an image or
- *            name, warn holds a one-line warning naming them (else warn is "");
+ *            name, warn holds a one-line warning naming them (else warn is ""; none with
+ *            --container-prestart, whose container they shape);
  *        -1: error (err filled) for combinations that cannot work, e.g.
  *            --container-name=x:create without --container-image (nothing to create from).
  */

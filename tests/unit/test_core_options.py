@@ -260,6 +260,10 @@ def test_prestart_is_the_jobs_flag_not_a_steps():
     # no container step and no warning, and its value is checked as an image.
     opts = resolve_step_options([("container-prestart", "/fsx/img.sqsh")])
     assert opts.container is False and opts.warning == ""
+    # sbatch's other flags then shape the prestarted container: no warning either.
+    opts = resolve_step_options([("container-prestart", "/fsx/img.sqsh"),
+                                 ("container-mounts", "/fsx:/fsx")])
+    assert opts.container is False and opts.warning == ""
     check_container_option("container-prestart", "nvcr.io#nvidia/pytorch:24.01-py3")
     with pytest.raises(SquallError):
         check_container_option("container-prestart", "no good!")
