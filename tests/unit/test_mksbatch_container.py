@@ -99,6 +99,7 @@ def test_plugin_parser_messages(field: str, message: str, tmp_path: Path) -> Non
 def test_every_plugin_flag_has_a_recipe_field() -> None:
     """A flag added to the plugin's table must get a recipe field (this test says which)."""
     mapped = {flag for flags in FLAG_FIELDS.values() for flag in flags}
+    mapped.add("container-prestart")  # the `prestart` switch, an #SBATCH line
     missing = {f.name for f in core.container_flags()} - mapped
     assert not missing, f"container flags with no recipe field: {sorted(missing)}"
 
@@ -106,3 +107,30 @@ def test_every_plugin_flag_has_a_recipe_field() -> None:
 def test_unshare_flag_is_in_the_plugin_table() -> None:
     """pyxis-compat.md: --container-unshare=NS[,NS...] (net, ipc, uts), Pyxis 0.24."""
     assert "container-unshare" in {f.name for f in core.container_flags()}
+
+
+def sbatch_lines(script: str) -> list[str]:
+    return [line.split(" ", 1)[1] for line in script.splitlines() if line.startswith("#SBATCH ")]
+
+
+def test_prestart_writes_the_containers_flags_for_the_job_prolog(tmp_path: Path) -> None:
+    container = ("  mounts: [/fsx:/fsx]\n  workdir: /fsx/w\n  efa: \"off\"\n"
+                 "  env: [HF_TOKEN]\n  prestart: true\n")
+    script = script_for(tmp_path, BASE + "container:\n  image: /fsx/i.sqsh\n" + container)
+    lines = [x for x in sbatch_lines(script) if "container" in x]
+    # The image as --container-prestart (not --container-image: the batch shell stays on
+    # the host); the flags the prolog can start with; never --container-env, whose values
+    # only the job's environment holds.
+    assert lines == ["--container-prestart=/fsx/i.sqsh", "--container-mounts=/fsx:/fsx",
+                     "--container-workdir=/fsx/w", "--container-efa=off"]
+    # srun's flags are unchanged: the steps join the prolog's container when they match.
+    assert srun_argv(tmp_path, container)[:4] == [
+        "--container-image=/fsx/i.sqsh", "--container-mounts=/fsx:/fsx",
+        "--container-workdir=/fsx/w", "--container-efa=off"]
+    plain = script_for(tmp_path, BASE + "container:\n  image: /fsx/i.sqsh\n")
+    assert not [x for x in sbatch_lines(plain) if "container" in x]
+
+
+def test_prestart_refuses_what_an_sbatch_line_cannot_hold(tmp_path: Path) -> None:
+    message = error(tmp_path, "  mounts: ['/fsx/my data:/data']\n  prestart: true\n")
+    assert "container.prestart" in message and "#SBATCH line" in message, message

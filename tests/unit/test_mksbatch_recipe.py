@@ -99,7 +99,7 @@ CASES = [
     ("container typo", BASE + "container:\n  image: /i.sqsh\n  mount: [/a:/a]\n",
      "r.yaml:8: container.mount: unknown field (did you mean 'mounts'?); known fields here: "
      "image, mounts, workdir, name, save, mount_home, remap_root, entrypoint, entrypoint_log, "
-     "writable, reuse, unshare, efa, nccl_debug, log, env"),
+     "writable, reuse, unshare, efa, nccl_debug, log, env, prestart"),
     ("mpirun container", BASE.replace("launcher: srun", "launcher: mpirun")
      + "container:\n  image: /i.sqsh\n",
      "r.yaml:6: container: launcher: mpirun starts ranks outside any container; use "

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import yaml
 
 from squall.errors import SquallError
+from squall.mksbatch.options import sbatch_safe
 from squall.mksbatch.reader import Reader, Section
 
 EFA_MODES = ("auto", "require", "off")
@@ -32,7 +33,11 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "log": ("container-log",),
     "env": ("container-env",),
 }
-CONTAINER_FIELDS = tuple(FLAG_FIELDS)
+# prestart: no srun flag; the job's --container-prestart (prestart_flags).
+CONTAINER_FIELDS = (*FLAG_FIELDS, "prestart")
+# Flags the job prolog cannot start a container with: a named or saved container is a
+# step's own, and --container-env's values are in the job's environment, not the prolog's.
+_NOT_PRESTARTED = ("container-image", "container-name", "container-save", "container-env")
 _SWITCHES = ("mount_home", "remap_root", "entrypoint", "entrypoint_log", "writable", "reuse")
 _VALUES = ("name", "save", "nccl_debug", "log")
 
@@ -55,6 +60,7 @@ class Container:
     nccl_debug: str | None = None
     log: str | None = None
     env: tuple[str, ...] = ()  # host variables that win over the image's (--container-env)
+    prestart: bool | None = None  # the job prolog starts the container (--container-prestart)
 
 
 def container_flags(c: Container, env_names: tuple[str, ...] = ()) -> list[tuple[str, str | None]]:
@@ -86,6 +92,17 @@ def container_flags(c: Container, env_names: tuple[str, ...] = ()) -> list[tuple
     return flags
 
 
+def prestart_flags(c: Container, env_names: tuple[str, ...] = ()) -> list[tuple[str, str | None]]:
+    """The sbatch flags of ``prestart: true``: --container-prestart=IMAGE and the container's
+    other flags, which the job prolog starts it with and the steps inherit (docs/plugin.md,
+    *Started at allocation*); none without it."""
+    if not c.prestart:
+        return []
+    return [("container-prestart", c.image)] + [
+        (flag, value) for flag, value in container_flags(c, env_names)
+        if flag not in _NOT_PRESTARTED]
+
+
 def read_container(sec: Section, env_names: tuple[str, ...]) -> Container:
     r, fld = sec.reader, sec.prefix
     image = sec.require("image", r.string, "image: /fsx/images/train.sqsh")
@@ -113,9 +130,22 @@ def read_container(sec: Section, env_names: tuple[str, ...]) -> Container:
         remap_root=switches["remap_root"], entrypoint=switches["entrypoint"],
         entrypoint_log=switches["entrypoint_log"], writable=switches["writable"],
         reuse=switches["reuse"],
-        unshare=unshare, nccl_debug=values["nccl_debug"], log=values["log"], env=env)
+        unshare=unshare, nccl_debug=values["nccl_debug"], log=values["log"], env=env,
+        prestart=sec.optional("prestart", r.boolean))
     _check_together(r, sec, container, env_names)
+    _check_prestart(r, sec, container, env_names)
     return container
+
+
+def _check_prestart(r: Reader, sec: Section, c: Container, env_names: tuple[str, ...]) -> None:
+    """``prestart: true`` writes the container's flags on #SBATCH lines: sbatch must read
+    each value whole."""
+    for flag, value in prestart_flags(c, env_names):
+        if value is not None and not sbatch_safe(value):
+            raise r.err(sec.node_of("prestart"), f"{sec.prefix}.prestart",
+                        f"--{flag}={value!r} would be written on an #SBATCH line, where "
+                        "sbatch splits at spaces and reads quotes, backslashes and # "
+                        "itself: leave those out of the container's values, or prestart out")
 
 
 def _name_list(sec: Section, field: str, flag: str) -> tuple[str, ...]:

@@ -53,6 +53,11 @@ _CONTAINER = re.compile(r"(no-)?container-")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def sbatch_safe(value: str) -> bool:
+    """True when ``value`` can stand on an #SBATCH line as it is."""
+    return _SBATCH_VALUE.fullmatch(value) is not None
+
+
 def _owned(owner: str) -> str:
     return f"is set by mksbatch from {owner}: change {owner} in the recipe instead"
 
@@ -94,7 +99,7 @@ def _sbatch_value(r: Reader, node: yaml.Node, fld: str) -> tuple[bool, str | Non
     if node.tag.endswith(":bool"):
         return r.boolean(node, fld), None
     value = r.string(node, fld)
-    if not _SBATCH_VALUE.fullmatch(value):
+    if not sbatch_safe(value):
         raise r.err(node, fld, f"{value!r} is written on an #SBATCH line, where sbatch "
                     "splits at spaces and reads quotes, backslashes and # itself: leave "
                     "those out")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from squall.errors import SquallError
 from squall.failover.spec import TORCHRUN_LIKE, CheckpointSpec, Spec, torchrun_script_options
-from squall.mksbatch.container import container_flags
+from squall.mksbatch.container import container_flags, prestart_flags
 from squall.mksbatch.recipe import PLACEHOLDER, Recipe
 from squall.mksbatch.template import Template, load_template
 
@@ -73,6 +73,10 @@ def _sbatch_options(r: Recipe) -> list[str]:
         f"--signal=B:{r.signal}@{r.signal_lead}",
         f"--output={r.log_dir}/%x-%j.out",
     ]
+    if r.container is not None:
+        env_names = tuple(name for name, _ in r.environment)
+        options += [f"--{flag}" if value is None else f"--{flag}={value}"
+                    for flag, value in prestart_flags(r.container, env_names)]
     options += [f"--{name}" if value is None else f"--{name}={value}"
                 for name, value in r.sbatch]
     return options

@@ -101,6 +101,9 @@ def recipe_schema() -> Schema:
         "efa": _enum("--container-efa (quote \"off\")", EFA_MODES),
         "nccl_debug": _enum("--container-nccl-debug", ("VERSION", "WARN", "INFO", "TRACE")),
         "log": _enum("--container-log", ("quiet", "verbose")),
+        "prestart": _bool("--container-prestart on sbatch: the job prolog starts the "
+                          "container on every node at allocation and the first srun joins "
+                          "it (the site's slurm.conf: PrologFlags=Alloc)"),
         "env": _names("--container-env: host variables that win over the image's values "
                       "(the environment's names are added)"),
     }, "the container every task runs in (srun's --container-* flags)", ("image",))
