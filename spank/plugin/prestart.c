@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,25 @@ static int become_stepd_user(const struct sq_step *s)
 	return setegid(s->gid) == 0 && seteuid(s->uid) == 0 ? 0 : -1;
 }
 
+/* Let go of what slurmd waits on: it reads the prolog's output until every writer has
+ * closed it, so a child that kept the prolog's stdout would hold the job's start until the
+ * container is up (1.1 s instead of 0.17 s for a 3-node salloc here). The standard
+ * descriptors become /dev/null and every other pipe or socket but keep is closed; files
+ * (slurmd's log) stay. */
+static void detach_from_prolog(int keep)
+{
+	struct stat st;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	for (int i = 0; i < 3 && null >= 0; i++)
+		dup2(null, i);
+	if (null > 2)
+		close(null);
+	for (int i = 3; i < 1024; i++)
+		if (i != keep && fstat(i, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+			close(i);
+}
+
 /* The child, in a session of its own (slurmd's prolog ends its process group): start the
  * container, tell the prolog on fd when the lock is held, or send it the error. */
 static void prestart_child(struct sq_step *s, int fd)
@@ -86,6 +106,7 @@ static void prestart_child(struct sq_step *s, int fd)
 	int rc = -1;
 
 	setsid();
+	detach_from_prolog(fd);
 	job_nodes(nodes, sizeof(nodes));
 	/* The steps find it by the environment it started with: theirs would differ. */
 	setenv("PATH", SQ_STANDARD_PATH, 1);

@@ -15,6 +15,7 @@ import shlex
 import time
 
 from .cluster import Cluster
+from .images import IMAGE_DIR, MKIMAGE, build_image
 from .leftovers import wait_clean
 from .verbose_log import served
 
@@ -38,6 +39,12 @@ def run_job(cluster: Cluster, lines: list[str], args: str) -> tuple[str, str]:
     return jobid, text
 
 
+# An image whose start takes 5 s more: its /etc/rc (run once, at the container's start)
+# sleeps first.
+SLOW_RC = 'sleep 5\nmkdir -p "/work" 2>/dev/null\n'
+MKIMAGE_SLOW = MKIMAGE.replace('mkdir -p "/work" 2>/dev/null\n', SLOW_RC, 1)
+
+
 def keepers_per_node(text: str) -> list[str]:
     return sorted(re.findall(r"^keepers (\d+)$", text, re.M))
 
@@ -55,6 +62,24 @@ def test_the_first_step_joins_the_container_the_prolog_started(cluster: Cluster,
     assert text.count("ID=squalltest") == 4, text
     for node in NODES.split(","):
         assert wait_clean(cluster, node=node) == "", (jobid, node)
+
+
+def test_the_prolog_does_not_hold_the_job_until_its_container_is_up(cluster: Cluster) -> None:
+    assert MKIMAGE_SLOW != MKIMAGE
+    slow = build_image(cluster, f"{IMAGE_DIR}/slow-start.sqsh", "slowstart",
+                       script=(f"{IMAGE_DIR}/mkimage-slow.sh", MKIMAGE_SLOW))
+    # Slurm waits for the prolog before the batch script runs: the script must find the
+    # prolog's start still under way (its lock held, for the 5 s the image's rc sleeps),
+    # and its first step then waits for that start and joins it.
+    probe = ("for l in /run/squall/1000/kept-$SLURM_JOB_ID-*.lock; do "
+             "flock -n \"$l\" true && echo lock free || echo lock held; done")
+    step = f"srun --container-image={slow} --container-log=verbose true"
+    _, text = run_job(cluster, [probe, step], f"--container-prestart={slow}")
+    assert text.count("lock held") == 1 and "lock free" not in text, text
+    ways = served(text)
+    assert len(ways) == 2 and all("started by the job prolog" in w for w in ways), text
+    for node in NODES.split(","):
+        assert wait_clean(cluster, node=node) == ""
 
 
 def test_a_step_with_other_flags_starts_its_own(cluster: Cluster, image: str) -> None:
