@@ -19,6 +19,11 @@ rounds, with each round's squall/Pyxis ratio. Timed on the login node around `sr
     by 1-node jobs before the rounds; a job above local_cache_max_nodes starts from copies
     already there);
   - Pyxis: image A through squashfuse (Pyxis has no node-local copy);
+- a job's first step after the prolog: in a 3-node allocation, after WORK_S seconds of
+  the script's own work (or none: "right after"), the timed `srun -N3
+  --container-image=IMG`; squall's allocation says `--container-prestart=IMG` (its job
+  prolog has started the container on every node: docs/plugin.md), Pyxis's and bare's
+  allocations are plain (Pyxis has nothing of the kind);
 - a failover relaunch: in one 3-node allocation, a step on all three (as the supervisor's
   warm-up of the spares), then the timed relaunch step on two of them (node2,node3): squall
   joins the job's kept containers, Pyxis starts a container again, bare is a bare step.
@@ -95,6 +100,28 @@ def relaunch_ms(cluster: Cluster, flags: str) -> tuple[float, float, float | Non
     return int(total) / 1000, int(start) / 1000, None
 
 
+# What a job script does before its first srun (modules, environment, data): the time the
+# prolog's start has, in the "after the prolog" cases.
+WORK_S = 2
+
+
+def after_prolog_ms(cluster: Cluster, salloc_flags: str, step_flags: str,
+                    work_s: float) -> tuple[float, float, float | None]:
+    """ms of a job's first step on the 3 nodes, WORK_S into its allocation (made with
+    SALLOC_FLAGS), ms until its last task started, and ms from salloc's start until the
+    allocation's shell ran (Slurm waits for the prolog on every node: a prolog that held
+    the job until its container was up would show here)."""
+    inner = ("b=$(date +%s%N); "
+             f"sleep {work_s}; s=$(date +%s%N); "
+             f"t=$(srun -N3 {step_flags} {STAMP} | sort -n | tail -1) || exit 1;"
+             " e=$(date +%s%N); echo $(( (e - s) / 1000 )) $(( (t - s) / 1000 ))"
+             " $(( (b - A) / 1000 ))")
+    res = cluster.run(f"{IDLE}; A=$(date +%s%N) salloc -N3 -w {NODELIST} {salloc_flags} -Q "
+                      f"bash -c {shlex.quote(inner)}", timeout=300)
+    total, start, alloc = res.out.split()[-3:]
+    return int(total) / 1000, int(start) / 1000, int(alloc) / 1000
+
+
 def served(cluster: Cluster, image: str) -> dict[str, str]:
     """How each node's squall started IMG's first step (the verbose log's HOW)."""
     res = cluster.run(f"srun -N3 -w {NODELIST} --container-image={image} "
@@ -154,31 +181,54 @@ def one_round(cluster: Cluster, order: tuple[str, str], a: str, b: str,
                         cluster, f"srun -N3 -w {NODELIST} --container-image={b}")),
                     ("bare relaunch (squall's line)", lambda: relaunch_ms(cluster, "")),
                     ("squall relaunch", lambda: relaunch_ms(
-                        cluster, f"--container-image={a}"))]
+                        cluster, f"--container-image={a}")),
+                    ("bare, after the prolog (squall's line)", lambda: after_prolog_ms(
+                        cluster, "", "", WORK_S)),
+                    ("squall, after the prolog", lambda: after_prolog_ms(
+                        cluster, f"--container-prestart={a}", f"--container-image={a}",
+                        WORK_S)),
+                    ("squall, right after the prolog", lambda: after_prolog_ms(
+                        cluster, f"--container-prestart={a}", f"--container-image={a}", 0))]
         else:
             switch(cluster, "pyxis")
             todo = [("bare (Pyxis's line)", lambda: ms(cluster, f"srun -N3 -w {NODELIST}")),
                     ("Pyxis", lambda: ms(
                         cluster, f"srun -N3 -w {NODELIST} --container-image={a}")),
                     ("bare relaunch (Pyxis's line)", lambda: relaunch_ms(cluster, "")),
-                    ("Pyxis relaunch", lambda: relaunch_ms(cluster, f"--container-image={a}"))]
+                    ("Pyxis relaunch", lambda: relaunch_ms(cluster, f"--container-image={a}")),
+                    ("bare, after the prolog (Pyxis's line)", lambda: after_prolog_ms(
+                        cluster, "", "", WORK_S)),
+                    ("Pyxis, after the prolog", lambda: after_prolog_ms(
+                        cluster, "", f"--container-image={a}", WORK_S)),
+                    ("Pyxis, right after the prolog", lambda: after_prolog_ms(
+                        cluster, "", f"--container-image={a}", 0))]
         for name, measure in todo:
-            total, start, idle = measure()
+            total, start, third = measure()
             cases.setdefault(name, []).append(total)
             cases.setdefault(f"{name}{TO_START}", []).append(start)
-            if idle is not None:
-                cases.setdefault(f"{name}{TO_IDLE}", []).append(idle)
+            if third is not None:  # the allocation's time for the steps timed in one
+                late = "after the prolog" in name
+                cases.setdefault(f"{name}{ALLOCATION if late else TO_IDLE}", []).append(third)
 
 
 TO_START = ", to the last task's start"
+ALLOCATION = ", the allocation itself (salloc until its shell ran)"
+# Steps timed inside an allocation: the job's end is not theirs.
+IN_ALLOCATION = ("relaunch", "after the prolog", "right after the prolog")
 TO_IDLE = ", to the nodes idle again (the job's end)"
 RATIOS = tuple((f"{what}{until}", f"{sq}{suffix}", f"{py}{suffix}")
                for until, suffix in (("", ""), (", to the tasks' start", TO_START),
                                      (", to the nodes idle again", TO_IDLE))
                for what, sq, py in (("copy absent", "squall, copy absent", "Pyxis"),
                                     ("copy present", "squall, copy present", "Pyxis"),
-                                    ("relaunch", "squall relaunch", "Pyxis relaunch"))
-               if not (until and suffix == TO_IDLE and what == "relaunch"))
+                                    ("relaunch", "squall relaunch", "Pyxis relaunch"),
+                                    ("after the prolog", "squall, after the prolog",
+                                     "Pyxis, after the prolog"),
+                                    ("right after the prolog", "squall, right after the prolog",
+                                     "Pyxis, right after the prolog"))
+               if not (until and suffix == TO_IDLE and what in IN_ALLOCATION)) + tuple(
+    (f"{what}, the allocation", f"squall, {what}{ALLOCATION}", f"Pyxis, {what}{ALLOCATION}")
+    for what in ("after the prolog", "right after the prolog"))
 
 
 def run(cluster: Cluster, opts: argparse.Namespace) -> dict[str, object]:
@@ -242,7 +292,12 @@ def render(data: dict[str, dict]) -> str:
         "of incompressible data on a Debian-like base, a .sqsh on /fsx in the page cache. "
         "squall's line gets `local_cache_max_nodes=2` (a 3-node job is above it: "
         "copy absent = started through squashfuse, no extraction; copy present = the "
-        "node's extracted copy, made by earlier 1-node jobs).", ""]
+        "node's extracted copy, made by earlier 1-node jobs). \"after the prolog\": a job's "
+        f"first step inside its allocation, {WORK_S} s into it (\"right after\": at once); "
+        "squall's allocation made with `--container-prestart=IMG` (the job prolog starts "
+        "the container), Pyxis's and bare's plain; the allocation itself (salloc until its "
+        "shell ran, which waits for the prolog on every node) is timed apart from run 5 on "
+        "(in run 4 the prolog still held the job until the container was up, about 1 s).", ""]
     for label in labels:
         r = data[label]
         load = r["load"]
@@ -273,7 +328,11 @@ def render(data: dict[str, dict]) -> str:
     over = (("squall, copy absent", "bare (squall's line)"),
             ("squall, copy present", "bare (squall's line)"), ("Pyxis", "bare (Pyxis's line)"),
             ("squall relaunch", "bare relaunch (squall's line)"),
-            ("Pyxis relaunch", "bare relaunch (Pyxis's line)"))
+            ("Pyxis relaunch", "bare relaunch (Pyxis's line)"),
+            ("squall, after the prolog", "bare, after the prolog (squall's line)"),
+            ("squall, right after the prolog", "bare, after the prolog (squall's line)"),
+            ("Pyxis, after the prolog", "bare, after the prolog (Pyxis's line)"),
+            ("Pyxis, right after the prolog", "bare, after the prolog (Pyxis's line)"))
     for (case, bare), suffix in ((o, sfx) for sfx in ("", TO_START, TO_IDLE) for o in over):
         sq, py = case + suffix, bare + suffix
         cells = [f"+{data[lb]['ms'][sq] - data[lb]['ms'][py]:.0f}"
@@ -286,7 +345,13 @@ def render(data: dict[str, dict]) -> str:
               "started for the step, which end only once its namespace is gone; squall's "
               "kept container lives under its keeper for the job). \"to the last task's start\" "
               "is what a job's ranks wait before they run: there squall and Pyxis both pay one "
-              "Enroot start per node."]
+              "Enroot start per node, unless the job said its image at submission "
+              "(`--container-prestart`): then squall's job prolog has started the container "
+              "while the job's script ran, and the first step joins it (\"after the "
+              "prolog\"); with no work in the script at all (\"right after\") the step "
+              "waits for the rest of that start. The allocation itself costs what a plain "
+              "one does give or take 15 ms: the prolog returns once the start holds its "
+              "lock."]
     withphases = [lb for lb in labels if data[lb].get("phases_ms")]
     if withphases:
         lines += ["", "## Where squall's first step goes (`--container-log=verbose`, medians "
