@@ -311,11 +311,21 @@ typedef int (*value_check)(const struct value_ctx *c, const char **value, struct
 
 static int check_image(const struct value_ctx *c, const char **value, struct parsed *p)
 {
+	static const char image_flag[] = "--container-image";
 	struct sq_image_ref ref;
 
 	(void)p;
-	if (sq_imgref_parse(*value, &ref, c->err, c->errlen) != 0)
+	if (sq_imgref_parse(*value, &ref, c->err, c->errlen) != 0) {
+		/* The parser names --container-image; --container-prestart's error names it. */
+		if (strcmp(c->what, image_flag) != 0 &&
+		    strncmp(c->err, image_flag, sizeof(image_flag) - 1) == 0) {
+			char rest[SQ_ERR_LEN];
+
+			snprintf(rest, sizeof(rest), "%s", c->err + sizeof(image_flag) - 1);
+			snprintf(c->err, c->errlen, "%s%s", c->what, rest);
+		}
 		return -1;
+	}
 	sq_imgref_free(&ref);
 	return 0;
 }

@@ -512,7 +512,8 @@ static int join_prestarted(struct sq_step *s, const struct sq_start_request *req
 		r = serve_kept(s, &pre, SQ_KEPT_JOIN, -1);
 	}
 	if (r && !sq_report_failed())
-		s->served = "the job's container, started by the job prolog (no runtime start)";
+		s->served = "kept container of the job reused (no runtime start; started by the "
+			    "job prolog)";
 	sq_env_free(rt);
 	sq_env_free(env);
 	return r;

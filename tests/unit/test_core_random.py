@@ -80,6 +80,7 @@ def test_mounts_random():
 FLAG_VALUES: dict[str, list[str | None]] = {
     "container-image": ["ubuntu", "nvcr.io#nvidia/pytorch:24.01-py3", "/tmp/x.sqsh",
                         "me@reg.io#a/b:t", f"r.io:5/x@sha256:{HEX}", "dockerd://x:y"],
+    "container-prestart": ["ubuntu", "/fsx/x.sqsh", "nvcr.io#nvidia/pytorch:24.01-py3"],
     "container-mounts": ["/a:/b", "/a:/b:ro", "/a:/b:ro+rprivate,/c:/d", "/a", "tmpfs:/t"],
     "container-workdir": ["/work", "/a/b"],
     "container-name": ["n", "job:auto", "x:create", "x:exec", "x:no_exec"],
