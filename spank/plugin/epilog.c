@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "epilog.h"
 #include "extracted_name.h"
 #include "records.h"
+#include "report.h"
 #include "named.h"
 #include "running.h"
 #include "safeopen.h"
@@ -47,6 +50,56 @@ static int epilog_runtime_dir(const struct sq_config *cfg, uint32_t jobid, uid_t
 	return fd;
 }
 
+/* How long the epilog waits, in all, for the job's kept containers that are still being
+ * started (their locks held): a job prolog's start (prestart.h) can outrun a short job. */
+#define EPILOG_START_WAIT_MS 30000
+
+/* 1 when name is kept-JOBID-KEY.lock (kept.c's lock of one of the job's containers). */
+static int job_kept_lock(const char *name, uint32_t jobid)
+{
+	char prefix[32];
+	size_t n = strlen(name);
+
+	snprintf(prefix, sizeof(prefix), "kept-%u-", (unsigned)jobid);
+	return strncmp(name, prefix, strlen(prefix)) == 0 && n > 5 &&
+	       strcmp(name + n - 5, ".lock") == 0;
+}
+
+/* Wait until no start of the job's kept containers holds its lock: the starter records
+ * its keeper before it lets go (kept.h), so the sweep below then finds it. Only the
+ * user's regular files, opened without following links or blocking; the user can make
+ * the epilog wait, not for longer than EPILOG_START_WAIT_MS. */
+static void epilog_wait_starts(int rtfd, uint32_t jobid, uid_t uid)
+{
+	double deadline = sq_now() + EPILOG_START_WAIT_MS / 1000.0;
+	int dfd = dup(rtfd);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *e;
+
+	if (d == NULL) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		struct stat st;
+		int fd;
+
+		if (!job_kept_lock(e->d_name, jobid))
+			continue;
+		fd = openat(rtfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == uid) {
+			while (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK &&
+			       sq_now() < deadline)
+				usleep(50 * 1000);
+		}
+		close(fd);
+	}
+	closedir(d);
+}
+
 /* A container whose step could not stop it (slurmstepd killed, and its keeper with it)
  * is ended here, from the records its steps left (records.h), and the records a killed
  * slurmstepd could not remove go (running.h). */
@@ -55,6 +108,7 @@ static void epilog_end_containers(const struct sq_config *cfg, int dirfd_, uint3
 {
 	int n;
 
+	epilog_wait_starts(dirfd_, jobid, uid);
 	n = sq_records_sweep_job(dirfd_, jobid, uid);
 	if (n > 0)
 		slurm_info("squall: job %u: ended %d container(s) its steps left running",

@@ -77,7 +77,7 @@ int sq_kept_key(const struct sq_start_request *r, const char *identity, char key
 int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
 		   char *err, size_t errlen)
 {
-	char lock[PATH_MAX], sock[PATH_MAX], idle[16];
+	char lock[PATH_MAX], sock[PATH_MAX], idle[16], what[48], note[256];
 	const char *args[16] = { "--job", sock, idle, NULL };
 	struct sq_start_request start = *r->start;
 	int lockfd, fd, rv = -1;
@@ -122,6 +122,10 @@ int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int 
 		goto fail;
 	*started = 1;
 	rv = 0;
+	/* Only the job epilog's safety net needs it: note it, go on. */
+	snprintf(what, sizeof(what), "kept-%s", r->key);
+	sq_record_keeper(r->runtime_dir, r->jobid, what, c->keeper.pid, c->keeper.starttime,
+			 r->note ? r->note : note, r->note ? r->notelen : sizeof(note));
 fail:
 	flock(lockfd, LOCK_UN);
 	close(lockfd);
@@ -231,7 +235,7 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 	struct sq_kept_request kr;
 	struct kept_args a;
 	const char **args = a.argv;
-	char key[33], what[48];
+	char key[33];
 	int started = 0, rc;
 
 	note[0] = '\0';
@@ -247,18 +251,12 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 		return 0;
 	}
 	kr = (struct sq_kept_request){ s->runtime_dir, s->jobid, key, &req, s->idle_s, args,
-				       s->mode == SQ_KEPT_JOIN, s->notify_fd };
+				       s->mode == SQ_KEPT_JOIN, s->notify_fd, note, notelen };
 	rc = sq_kept_attach(c, &kr, &started, err, errlen);
-	if (rc != 0) {
-		*served = "started for the step (the job prolog started none that fits it)";
-		return rc < 0 ? -1 : 0;
-	}
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;   /* SQ_KEPT_JOIN and none runs: the caller goes on */
 	sq_phase_end(started ? "start container (kept for the job)" : "kept container reused");
 	if (started) {
-		snprintf(what, sizeof(what), "kept-%s", key);
-		/* Only the job epilog's safety net needs it: note it, go on. */
-		sq_record_keeper(s->runtime_dir, s->jobid, what, c->keeper.pid,
-				 c->keeper.starttime, note, notelen);
 		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
 			*served = "started from the node's extracted copy (extracted cache hit), "
 				  "kept for the job";

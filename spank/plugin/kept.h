@@ -30,6 +30,8 @@ struct sq_kept_request {
 						  * (--use-cache / --fill-cache), or NULL */
 	int join_only;                           /* 1: never start one (none: return 1) */
 	int notify_fd;                           /* > 0: one byte there once the lock is held */
+	char *note;                              /* why the epilog's record was not written */
+	size_t notelen;                          /* (a line for the log), or NULL */
 };
 
 /* How a caller uses the job's kept container (sq_kept_step.mode). */
@@ -71,8 +73,10 @@ int sq_kept_key(const struct sq_start_request *r, const char *identity, char key
 
 /* Hold the job's kept container for r->key in c (its first process, user, mount and
  * cgroup namespaces, root, working directory, environment), starting it when none
- * answers (unless r->join_only). *started: 1 when this step started it. 0 ok; 1 none
- * answers (join_only); -1 with err. */
+ * answers (unless r->join_only). *started: 1 when this step started it; its keeper is then
+ * recorded for the job epilog before the lock is let go (a job prolog's start can outrun
+ * its job: the epilog waits for the lock, then finds the record). 0 ok; 1 none answers
+ * (join_only); -1 with err. */
 int sq_kept_attach(struct sq_container *c, const struct sq_kept_request *r, int *started,
 		   char *err, size_t errlen);
 

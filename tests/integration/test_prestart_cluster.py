@@ -82,6 +82,16 @@ def test_the_prolog_does_not_hold_the_job_until_its_container_is_up(cluster: Clu
         assert wait_clean(cluster, node=node) == ""
 
 
+def test_a_job_that_ends_while_its_container_starts_leaves_nothing(cluster: Cluster) -> None:
+    slow = build_image(cluster, f"{IMAGE_DIR}/slow-start.sqsh", "slowstart",
+                       script=(f"{IMAGE_DIR}/mkimage-slow.sh", MKIMAGE_SLOW))
+    # The job is over before the prolog's start is (the image's rc sleeps 5 s): its epilog
+    # waits for the start, then ends what it started, as for any job's container.
+    jobid, _ = run_job(cluster, ["true"], f"--container-prestart={slow}")
+    for node in NODES.split(","):
+        assert wait_clean(cluster, node=node) == "", (jobid, node)
+
+
 def test_a_step_with_other_flags_starts_its_own(cluster: Cluster, image: str) -> None:
     step = (f"srun --container-image={image} --container-writable --container-log=verbose "
             "touch /etc/mark")
