@@ -175,7 +175,7 @@ def render(data: dict[str, object]) -> str:
              f"{runs}. `bench/bench_first_step_scale.py` on the scale cluster (N slurmd on "
              "the host's two CPUs, /fsx on GlusterFS), both plugins switched per round on "
              "the same nodes, Pyxis 0.24.0 with `use_squashfuse=1`; a 64 MB image as a .sqsh "
-             "on /fsx; medians of the interleaved rounds (N=16: 3, N=64: 2) in ms. \"after "
+             "on /fsx; medians of the interleaved rounds (N=16: 3, N=64 and 128: 2) in ms. \"after "
              f"the prolog\": the step {WORK_S} s into its allocation, squall's made with "
              "`--container-prestart`; \"relaunch\": a step on N-1 nodes after one on all N "
              "in one allocation.", "",
