@@ -251,10 +251,17 @@ def mntns(pid: int) -> int:
 
 
 def lsns_pids() -> set[int]:
-    """What Enroot's `list -f` walks: one PID per mount namespace (lsns: the lowest)."""
-    out = subprocess.run(["lsns", "-n", "-r", "-t", "mnt", "-o", "pid"], check=True,
-                         capture_output=True, text=True).stdout
-    return {int(word) for word in out.split()}
+    """What Enroot's `list -f` walks: one PID per mount namespace (lsns: the lowest).
+
+    lsns (util-linux 2.38) exits 1 when a process it is reading ends under it, which the
+    other tests running beside this one do all the time: that is tried again, a few times."""
+    for _ in range(20):
+        run = subprocess.run(["lsns", "-n", "-r", "-t", "mnt", "-o", "pid"],
+                             capture_output=True, text=True)
+        if run.returncode == 0:
+            return {int(word) for word in run.stdout.split()}
+        time.sleep(0.05)
+    raise AssertionError(f"lsns failed 20 times: {run.stderr.strip()}")
 
 
 # A runtime whose first process has a mount namespace of its own, as Enroot's has.
