@@ -44,6 +44,7 @@ static const struct key keys[] = {
 	{ "local_cache", K_PATH, "/var/lib/squall/cache", F(local_cache) },
 	{ "local_cache_gb", K_GB, "20", F(local_cache_gb) },
 	{ "local_cache_max_nodes", K_NODES, "16", F(local_cache_max_nodes) },
+	{ "prestart_srun_jobs", K_BOOL, "1", F(prestart_srun_jobs) },
 	{ "metrics_dir", K_OFFPATH, "/var/lib/prometheus/node-exporter", F(metrics_dir) },
 };
 #undef F
@@ -210,7 +211,7 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log, "
 				"use_squashfuse, use_enroot_load, importer, container_name_strict, "
 				"container_reuse, local_cache, local_cache_gb, local_cache_max_nodes, "
-				"metrics_dir)", show);
+				"prestart_srun_jobs, metrics_dir)", show);
 			goto fail;
 		}
 		if (given[k]) {

@@ -30,6 +30,9 @@
  *   local_cache_max_nodes 16                        0..1000000: jobs on more nodes start no
  *                                                   extraction (they use trees already
  *                                                   there); 0: any number of nodes
+ *   prestart_srun_jobs  1                           boolean: a job srun allocates with
+ *                                                   --container-image gets its container
+ *                                                   started by the job prolog (prestart.h)
  *   metrics_dir         /var/lib/prometheus/node-exporter
  *                                                   absolute; node_exporter's textfile
  *                                                   directory, where squall.prom goes
@@ -72,6 +75,7 @@ struct sq_config {
 	char *local_cache;       /* node-local cache of extracted images (nodecache.h) */
 	int local_cache_gb;      /* its size limit per user in GiB; 0: not used */
 	int local_cache_max_nodes; /* jobs on more nodes do not fill it; 0: any number */
+	int prestart_srun_jobs;  /* 0 | 1: the prolog starts the container of srun's own jobs */
 	char *metrics_dir;       /* node_exporter's textfile directory; NULL: none (off) */
 };
 
