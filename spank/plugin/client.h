@@ -5,7 +5,11 @@
 #ifndef SQUALL_PLUGIN_CLIENT_H
 #define SQUALL_PLUGIN_CLIENT_H
 
-/* The environment sources of the flags, then the final check. 0 ok, -1 refused (said). */
-int sq_client_post_opt(void);
+#include <slurm/spank.h>
+
+/* The environment sources of the flags, then the final check. 0 ok, -1 refused (said).
+ * In an srun that allocates its job, a container the step keeps for the job is told to the
+ * job prolog (prestart.h, SQ_SRUN_JOB_VAR) so that it starts at allocation. */
+int sq_client_post_opt(spank_t sp);
 
 #endif

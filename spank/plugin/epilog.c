@@ -22,6 +22,7 @@
 #include "records.h"
 #include "report.h"
 #include "named.h"
+#include "prestart_mark.h"
 #include "running.h"
 #include "safeopen.h"
 #include "stepconf.h"
@@ -195,6 +196,8 @@ void sq_epilog_run(const struct sq_config *cfg, spank_t sp)
 	if (rtfd < 0)
 		return;
 	epilog_end_containers(cfg, rtfd, jobid, uid);
+	snprintf(marker, sizeof(marker), "job%u." SQ_PRESTART_MARK, (unsigned)jobid);
+	unlinkat(rtfd, marker, 0);
 	/* Only nodes where a step left the marker run the runtime at all. */
 	snprintf(marker, sizeof(marker), "job%u.names", (unsigned)jobid);
 	if (cfg->container_scope == SQ_SCOPE_JOB &&

@@ -24,6 +24,7 @@
 #include "lifecycle.h"
 #include "mountinfo.h"
 #include "nodecache.h"
+#include "prestart_mark.h"
 #include "protocol.h"
 #include "records.h"
 #include "report.h"
@@ -227,6 +228,18 @@ static int image_kept_runs(const struct sq_kept_step *s, const struct sq_start_r
 	return lstat(sock, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+/* How a start with these keeper arguments starts the container, for the verbose log. */
+static const char *started_how(const char *const *args)
+{
+	if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
+		return "started from the node's extracted copy (extracted cache hit), kept for the "
+		       "job";
+	if (args[0] != NULL)
+		return "started from the image, kept for the job; extracting it on this node in "
+		       "the background";
+	return "started from the image, kept for the job";
+}
+
 int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 		  const struct sq_kept_step *s, const char **served, char *note, size_t notelen,
 		  char *err, size_t errlen)
@@ -252,19 +265,20 @@ int sq_kept_serve(struct sq_container *c, const struct sq_start_request *req0,
 	}
 	kr = (struct sq_kept_request){ s->runtime_dir, s->jobid, key, &req, s->idle_s, args,
 				       s->mode == SQ_KEPT_JOIN, s->notify_fd, note, notelen };
+	/* The job's steps look for what the prolog starts once its marker is there, which is
+	 * before the prolog returns (prestart_mark.h). */
+	if (s->mode == SQ_KEPT_PRESTART && sq_prestart_mark(s->runtime_dir, s->jobid,
+							    started_how(args)) < 0) {
+		sq_errf(err, errlen, "cannot write the job's marker in %s: %s", s->runtime_dir,
+			strerror(errno));
+		return -1;
+	}
 	rc = sq_kept_attach(c, &kr, &started, err, errlen);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;   /* SQ_KEPT_JOIN and none runs: the caller goes on */
 	sq_phase_end(started ? "start container (kept for the job)" : "kept container reused");
 	if (started) {
-		if (args[0] != NULL && strcmp(args[0], "--use-cache") == 0)
-			*served = "started from the node's extracted copy (extracted cache hit), "
-				  "kept for the job";
-		else if (args[0] != NULL)
-			*served = "started from the image, kept for the job; extracting it on this "
-				  "node in the background";
-		else
-			*served = "started from the image, kept for the job";
+		*served = started_how(args);
 	} else {
 		*served = strcmp(req.target, "rootfs") == 0 ?
 			"kept container of the job reused (no runtime start; extracted copy)" :

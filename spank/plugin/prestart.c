@@ -67,6 +67,28 @@ static void job_nodes(char *out, size_t outlen)
 		out[0] = '\0';
 }
 
+/* A job srun allocated for a step that keeps its container for the job (client.c): that
+ * image is the one to start, unless the site said no (plugstack prestart_srun_jobs=0), or
+ * the step sends the image to its nodes itself (2 to local_cache_max_nodes nodes with the
+ * node-local cache on: the image read once from /fsx for them all, kept.c; the prolog has
+ * no step to send with). The step's other conditions (container_reuse, the entrypoint)
+ * are sq_step_prestart's, quiet. */
+static int srun_job(const struct sq_config *cfg, struct sq_opts *o)
+{
+	const char *said = getenv("SPANK_" SQ_SRUN_JOB_VAR);
+	char nodes[24];
+
+	if (!cfg->prestart_srun_jobs || said == NULL || strcmp(said, "1") != 0 ||
+	    o->image == NULL || o->name != NULL || o->save != NULL || o->reuse == 0)
+		return 0;
+	job_nodes(nodes, sizeof(nodes));
+	if (nodes[0] && strcmp(nodes, "1") != 0 && cfg->local_cache_gb > 0 &&
+	    sq_cache_may_fill(nodes, cfg->local_cache_max_nodes))
+		return 0;
+	o->prestart = strdup(o->image);
+	return o->prestart != NULL;
+}
+
 /* As slurmstepd is in user_init: the user's groups and effective ids, root's real one
  * (what the builder and the mounts regain). 0 ok, -1 failed. */
 static int become_stepd_user(const struct sq_step *s)
@@ -97,8 +119,9 @@ static void detach_from_prolog(int keep)
 }
 
 /* The child, in a session of its own (slurmd's prolog ends its process group): start the
- * container, tell the prolog on fd when the lock is held, or send it the error. */
-static void prestart_child(struct sq_step *s, int fd)
+ * container, tell the prolog on fd when the lock is held, or send it the error ("-": none
+ * to start, nothing to say). quiet: srun's job, which did not ask in so many words. */
+static void prestart_child(struct sq_step *s, int fd, int quiet)
 {
 	char nodes[24], cwd[PATH_MAX];
 	const char *work = getenv("SLURM_JOB_WORK_DIR");
@@ -119,17 +142,19 @@ static void prestart_child(struct sq_step *s, int fd)
 		sq_report_error("cannot take the ids of uid %u: %s", (unsigned)s->uid,
 				strerror(errno));
 	else
-		rc = sq_step_prestart(s, env, cwd, fd);
-	if (rc < 0 && sq_report_pending() != NULL) {
-		ssize_t w = write(fd, sq_report_pending(), strlen(sq_report_pending()));
+		rc = sq_step_prestart(s, env, cwd, fd, quiet);
+	if ((rc < 0 && sq_report_pending() != NULL) || rc == 1) {
+		const char *msg = rc == 1 && quiet ? "-" : sq_report_pending();
+		ssize_t w = msg != NULL ? write(fd, msg, strlen(msg)) : 0;
 		(void)w;
 	}
 	sq_env_free(env);
 	_exit(rc < 0 ? 1 : 0);
 }
 
-/* Wait for the child's word: "L" its start holds the lock, else its error. */
-static void prestart_wait(int fd, uint32_t jobid)
+/* Wait for the child's word: "L" its start holds the lock, "-" nothing to start, else
+ * its error. what: the flag that asked, for the log. */
+static void prestart_wait(int fd, uint32_t jobid, const char *what)
 {
 	char msg[SQ_ERR_LEN];
 	struct pollfd p = { fd, POLLIN, 0 };
@@ -137,17 +162,18 @@ static void prestart_wait(int fd, uint32_t jobid)
 
 	if (poll(&p, 1, SQ_PRESTART_WAIT_S * 1000) > 0)
 		n = read(fd, msg, sizeof(msg) - 1);
-	if (n > 0 && msg[0] == 'L')
+	/* "-" alone: a message may begin with "--container-image=". */
+	if (n > 0 && (msg[0] == 'L' || (n == 1 && msg[0] == '-')))
 		return;
 	if (n > 0) {
 		msg[n] = '\0';
-		slurm_error("squall: job %u: --container-prestart: %s", (unsigned)jobid, msg);
+		slurm_error("squall: job %u: %s: %s", (unsigned)jobid, what, msg);
 	} else if (n == 0 && p.revents) {
-		slurm_error("squall: job %u: --container-prestart: the start ended without a word",
-			    (unsigned)jobid);
+		slurm_error("squall: job %u: %s: the start ended without a word", (unsigned)jobid,
+			    what);
 	} else {
-		slurm_info("squall: job %u: --container-prestart: still resolving the image after "
-			   "%d s; the prolog goes on", (unsigned)jobid, SQ_PRESTART_WAIT_S);
+		slurm_info("squall: job %u: %s: still resolving the image after %d s; the prolog "
+			   "goes on", (unsigned)jobid, what, SQ_PRESTART_WAIT_S);
 	}
 }
 
@@ -159,8 +185,9 @@ int sq_prestart_prolog(const struct sq_config *cfg, spank_t sp)
 	struct passwd pw, *res = NULL;
 	char buf[4096];
 	uint32_t jobid;
+	const char *what = "--container-prestart";
 	uid_t uid;
-	int fds[2];
+	int fds[2], quiet = 0;
 	pid_t pid;
 
 	sq_opts_init(&opts);
@@ -168,14 +195,18 @@ int sq_prestart_prolog(const struct sq_config *cfg, spank_t sp)
 		slurm_error("squall: job prolog: %s", err);
 		goto out;
 	}
-	if (opts.prestart == NULL)
-		goto out;   /* nothing is started for a job that did not ask */
+	if (opts.prestart == NULL) {
+		if (!srun_job(cfg, &opts))
+			goto out;   /* nothing is started for a job that did not ask */
+		what = "--container-image (srun's job, started by the prolog)";
+		quiet = 1;
+	}
 	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
 	    getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL ||
 	    prestart_flags(&opts) < 0) {
-		slurm_error("squall: job prolog: --container-prestart: no job id, user or passwd "
-			    "entry: the job's steps start their own containers");
+		slurm_error("squall: job prolog: %s: no job id, user or passwd entry: the job's "
+			    "steps start their own containers", what);
 		goto out;
 	}
 	sq_step_init(&s, cfg, &opts);
@@ -184,21 +215,21 @@ int sq_prestart_prolog(const struct sq_config *cfg, spank_t sp)
 	s.uid = uid;
 	s.gid = pw.pw_gid;
 	if (sq_step_prestart_dirs(&s) < 0 || pipe2(fds, O_CLOEXEC) < 0) {
-		slurm_error("squall: job %u: --container-prestart: %s", (unsigned)jobid,
+		slurm_error("squall: job %u: %s: %s", (unsigned)jobid, what,
 			    sq_report_pending() ? sq_report_pending() : strerror(errno));
 		goto out;
 	}
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		prestart_child(&s, fds[1]);
+		prestart_child(&s, fds[1], quiet);
 	}
 	close(fds[1]);
 	if (pid < 0)
-		slurm_error("squall: job %u: --container-prestart: fork: %s", (unsigned)jobid,
+		slurm_error("squall: job %u: %s: fork: %s", (unsigned)jobid, what,
 			    strerror(errno));
 	else
-		prestart_wait(fds[0], jobid);
+		prestart_wait(fds[0], jobid, what);
 	close(fds[0]);
 	if (pid > 0)
 		waitpid(pid, NULL, WNOHANG);

@@ -18,8 +18,16 @@
  *                       by its key (sq_kept_key): a step whose options, image or conf
  *                       differ finds none and starts its own.
  *
+ * A job srun allocates itself (`srun --container-image=IMAGE` outside any job) names its
+ * image at submission too: srun (client.c) says so in the job control environment
+ * (SQ_SRUN_JOB_VAR), and the prolog starts the step's container as for the flag, unless
+ * plugstack prestart_srun_jobs=0, the step would not keep it for the job, or the job is
+ * one whose steps send the image to their nodes (2 to local_cache_max_nodes nodes, the
+ * node-local cache on: a prolog has no step to send with). A step finds what the prolog
+ * started by its marker (prestart_mark.h), written before the prolog returns.
+ *
  * The container is the job's like any kept one: recorded for the job epilog, which ends
- * it; it ends by itself after SQ_KEPT_IDLE_S without a step.
+ * it (and the marker); it ends by itself after SQ_KEPT_IDLE_S without a step.
  */
 #ifndef SQUALL_PLUGIN_PRESTART_H
 #define SQUALL_PLUGIN_PRESTART_H
@@ -33,6 +41,8 @@
 /* The id the prolog's start uses where a step id goes (names, the conf file): none of
  * Slurm's (slurm.h: 0xfffffffa..0xfffffffe are taken). */
 #define SQ_STEP_PRESTART 0xfffffff0U
+/* srun's word to the prolog (the job control environment: the prolog sees SPANK_ first). */
+#define SQ_SRUN_JOB_VAR "SQUALL_SRUN_JOB"
 /* How long the prolog waits for its child to hold the container's lock. */
 #define SQ_PRESTART_WAIT_S 10
 

@@ -62,7 +62,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	switch (spank_context()) {
 	case S_CTX_LOCAL:
 	case S_CTX_ALLOCATOR:
-		return sq_client_post_opt();
+		return sq_client_post_opt(sp);
 	case S_CTX_REMOTE:
 		sq_step_post_opt(&step, sp);
 		return 0;

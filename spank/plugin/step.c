@@ -34,6 +34,7 @@
 #include "seccomp.h"
 #include "smallio.h"
 #include "prestart_env.h"
+#include "prestart_mark.h"
 #include "step.h"
 #include "stepcg.h"
 #include "stepconf.h"
@@ -511,9 +512,15 @@ static int join_prestarted(struct sq_step *s, const struct sq_start_request *req
 		pre.envp = rt;
 		r = serve_kept(s, &pre, SQ_KEPT_JOIN, -1);
 	}
-	if (r && !sq_report_failed())
-		s->served = "kept container of the job reused (no runtime start; started by the "
-			    "job prolog)";
+	if (r && !sq_report_failed()) {
+		char how[160];
+
+		sq_prestart_marked(s->runtime_dir, s->jobid, how, sizeof(how));
+		snprintf(s->served_text, sizeof(s->served_text), "kept container of the job reused "
+			 "(no runtime start; started by the job prolog%s%s)", how[0] ? ": " : "",
+			 how);
+		s->served = s->served_text;
+	}
 	sq_env_free(rt);
 	sq_env_free(env);
 	return r;
@@ -524,7 +531,11 @@ static int join_prestarted(struct sq_step *s, const struct sq_start_request *req
  * kept), 0 when a container must be started for the step after all. */
 static int use_kept_container(struct sq_step *s, const struct sq_start_request *req)
 {
-	if (s->opt->prestart != NULL && join_prestarted(s, req))
+	char how[8];
+
+	if ((s->opt->prestart != NULL || sq_prestart_marked(s->runtime_dir, s->jobid, how,
+							    sizeof(how))) &&
+	    join_prestarted(s, req))
 		return 1;
 	return serve_kept(s, req, SQ_KEPT_STEP, -1);
 }
@@ -675,7 +686,7 @@ int sq_step_prestart_dirs(struct sq_step *s)
 }
 
 int sq_step_prestart(struct sq_step *s, char *const job_env[], const char *cwd,
-		     int notify_fd)
+		     int notify_fd, int quiet)
 {
 	struct sq_start_request req;
 	struct sq_life_plan plan;
@@ -686,8 +697,10 @@ int sq_step_prestart(struct sq_step *s, char *const job_env[], const char *cwd,
 	    configure(s, NULL, job_env, cwd) < 0)
 		goto out;
 	if (decide(s, &plan) != SQ_LIFE_KEPT) {
-		sq_report_error("--container-prestart: the job's container is not kept on this "
-				"node (%s): the steps start their own", plan.why);
+		if (!quiet)
+			sq_report_error("the job's container is not kept on this node (%s): the "
+					"steps start their own", plan.why);
+		r = 1;
 		goto out;
 	}
 	req = (struct sq_start_request){

@@ -92,6 +92,7 @@ struct sq_step {
 	struct sq_save_shared *save_shm;   /* node 0's tasks and slurmstepd (step_end.c) */
 	uint32_t exited;            /* tasks of this node that have exited */
 	const char *served;         /* how the step got its container, for the verbose log */
+	char served_text[256];      /* its words when they are made for the step */
 	char cache_dir[PATH_MAX];   /* the user's node-local cache of extracted images, or "" */
 	int stage;                  /* how far user_init got (enum sq_metrics_stage) */
 	int join_fd[2];             /* local task 0's join time to slurmstepd (promfile.h) */
@@ -114,10 +115,12 @@ void sq_step_exit(struct sq_step *s);
  * sq_step_init whose ids are set: as root, the runtime directory and node-local cache
  * (0, or -1 with the error kept); then as the user, prepared, resolved and configured as
  * a step is, the job's kept container started without a layer, notify_fd told once its
- * lock is held (0 started or running, -1 with the error kept). */
+ * lock is held (0 started or running, -1 with the error kept; 1 the steps would not keep
+ * it for the job, said as an error unless quiet). The runtime directory's marker
+ * (prestart.h SQ_PRESTART_MARK) is written before the lock is taken. */
 int sq_step_prestart_dirs(struct sq_step *s);
 int sq_step_prestart(struct sq_step *s, char *const job_env[], const char *cwd,
-		     int notify_fd);
+		     int notify_fd, int quiet);
 /* join.c: --container-name=JOBID.STEPID, the running container of that step. 1 joined,
  * -1 failed (error kept). */
 int sq_step_attach_step(struct sq_step *s, uint32_t jobid, uint32_t stepid);
