@@ -60,6 +60,10 @@ from tests.integration.images import IMAGE_DIR, build_image  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SQUALL_ARGS = "local_cache_max_nodes=2"
+# The same line without the prolog's start of the containers of jobs srun allocates (the
+# plugstack key prestart_srun_jobs, default 1 from run 6 on): the first step starts them.
+SQUALL_ARGS_NO_PRESTART = f"{SQUALL_ARGS} prestart_srun_jobs=0"
+NO_PRESTART = "squall, the step's own start"
 NODELIST = ",".join(NODES)
 RELAUNCH = "node2,node3"
 LOCAL_CACHE = "/var/lib/squall/cache"  # the plugin's local_cache default (docs/plugin.md)
@@ -168,12 +172,22 @@ def warm_copies(cluster: Cluster, image: str) -> None:
         time.sleep(3)
 
 
-def one_round(cluster: Cluster, order: tuple[str, str], a: str, b: str,
+Measure = Callable[[], tuple[float, float, float | None]]
+
+
+def one_round(cluster: Cluster, order: tuple[str, ...], a: str, b: str,
               cases: dict[str, list[float]]) -> None:
+    todo: list[tuple[str, Measure]]
     for plugin in order:
-        if plugin == "squall":
+        if plugin == "squall-own-start":
+            switch(cluster, "squall", squall_args=SQUALL_ARGS_NO_PRESTART)
+            todo = [(f"{NO_PRESTART}, copy absent", lambda: ms(
+                        cluster, f"srun -N3 -w {NODELIST} --container-image={a}")),
+                    (f"{NO_PRESTART}, copy present", lambda: ms(
+                        cluster, f"srun -N3 -w {NODELIST} --container-image={b}"))]
+        elif plugin == "squall":
             switch(cluster, "squall", squall_args=SQUALL_ARGS)
-            todo: list[tuple[str, Callable[[], tuple[float, float, float | None]]]] = [
+            todo = [
                     ("bare (squall's line)", lambda: ms(cluster, f"srun -N3 -w {NODELIST}")),
                     ("squall, copy absent", lambda: ms(
                         cluster, f"srun -N3 -w {NODELIST} --container-image={a}")),
@@ -221,6 +235,10 @@ RATIOS = tuple((f"{what}{until}", f"{sq}{suffix}", f"{py}{suffix}")
                                      (", to the nodes idle again", TO_IDLE))
                for what, sq, py in (("copy absent", "squall, copy absent", "Pyxis"),
                                     ("copy present", "squall, copy present", "Pyxis"),
+                                    ("copy absent, the step's own start",
+                                     f"{NO_PRESTART}, copy absent", "Pyxis"),
+                                    ("copy present, the step's own start",
+                                     f"{NO_PRESTART}, copy present", "Pyxis"),
                                     ("relaunch", "squall relaunch", "Pyxis relaunch"),
                                     ("after the prolog", "squall, after the prolog",
                                      "Pyxis, after the prolog"),
@@ -238,7 +256,9 @@ def run(cluster: Cluster, opts: argparse.Namespace) -> dict[str, object]:
     enroot = cluster.run("enroot version", node=NODES[0]).out.strip()
     cases: dict[str, list[float]] = {}
     try:
-        switch(cluster, "squall", squall_args=SQUALL_ARGS)
+        # The copies are made and checked by steps that start their own containers (a
+        # step that joins the prolog's says so, not how that one started).
+        switch(cluster, "squall", squall_args=SQUALL_ARGS_NO_PRESTART)
         drop_copies(cluster)  # an earlier job's copy of image A would hide the absent case
         warm_copies(cluster, b)
         how_a, how_b = served(cluster, a), served(cluster, b)
@@ -246,16 +266,22 @@ def run(cluster: Cluster, opts: argparse.Namespace) -> dict[str, object]:
             raise SystemExit(f"bench_first_step: {a} must start from the image: {how_a}")
         if any("extracted cache hit" not in h for h in how_b.values()) or len(how_b) != 3:
             raise SystemExit(f"bench_first_step: {b} must start from copies: {how_b}")
+        plugins = ("squall", "pyxis", "squall-own-start")
         for _ in range(2):  # warm-up: page cache, Slurm's paths, each plugin's first load
-            one_round(cluster, ("squall", "pyxis"), a, b, {})
+            one_round(cluster, plugins, a, b, {})
         loads = [os.getloadavg()[0]]
         for r in range(opts.rounds):
-            order = ("squall", "pyxis") if r % 2 == 0 else ("pyxis", "squall")
+            order = plugins if r % 2 == 0 else plugins[::-1]
             one_round(cluster, order, a, b, cases)
             loads.append(os.getloadavg()[0])
-        switch(cluster, "squall", squall_args=SQUALL_ARGS)
-        detail = ({"copy absent": phases(cluster, a, opts.phases),
-                   "copy present": phases(cluster, b, opts.phases)} if opts.phases else {})
+        detail: dict[str, dict[str, float]] = {}
+        if opts.phases:
+            switch(cluster, "squall", squall_args=SQUALL_ARGS)
+            detail = {"copy absent": phases(cluster, a, opts.phases),
+                      "copy present": phases(cluster, b, opts.phases)}
+            switch(cluster, "squall", squall_args=SQUALL_ARGS_NO_PRESTART)
+            detail |= {"copy absent, the step's own start": phases(cluster, a, opts.phases),
+                       "copy present, the step's own start": phases(cluster, b, opts.phases)}
     finally:
         switch(cluster, "squall", wait=300)
     per_round = {label: [round(s / p, 3) for s, p in zip(cases[sq], cases[py], strict=True)]
@@ -297,7 +323,12 @@ def render(data: dict[str, dict]) -> str:
         "squall's allocation made with `--container-prestart=IMG` (the job prolog starts "
         "the container), Pyxis's and bare's plain; the allocation itself (salloc until its "
         "shell ran, which waits for the prolog on every node) is timed apart from run 5 on "
-        "(in run 4 the prolog still held the job until the container was up, about 1 s).", ""]
+        "(in run 4 the prolog still held the job until the container was up, about 1 s). "
+        "From run 6 on, a job srun allocates itself with `--container-image` has its "
+        "containers started by its prolog too (plugstack `prestart_srun_jobs`, default 1): "
+        "\"squall, copy absent/present\" are then such jobs, and \"squall, the step's own "
+        "start\" the same jobs under a line with `prestart_srun_jobs=0` (what runs 1-5 "
+        "measured as \"squall\"), in the same rounds.", ""]
     for label in labels:
         r = data[label]
         load = r["load"]
@@ -326,7 +357,10 @@ def render(data: dict[str, dict]) -> str:
     lines += ["", "## Over bare (the container's own cost)", "",
               "| case | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     over = (("squall, copy absent", "bare (squall's line)"),
-            ("squall, copy present", "bare (squall's line)"), ("Pyxis", "bare (Pyxis's line)"),
+            ("squall, copy present", "bare (squall's line)"),
+            (f"{NO_PRESTART}, copy absent", "bare (squall's line)"),
+            (f"{NO_PRESTART}, copy present", "bare (squall's line)"),
+            ("Pyxis", "bare (Pyxis's line)"),
             ("squall relaunch", "bare relaunch (squall's line)"),
             ("Pyxis relaunch", "bare relaunch (Pyxis's line)"),
             ("squall, after the prolog", "bare, after the prolog (squall's line)"),
