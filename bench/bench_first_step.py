@@ -59,10 +59,11 @@ from tests.integration.cluster import NODES, UID, Cluster  # noqa: E402
 from tests.integration.images import IMAGE_DIR, build_image  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-SQUALL_ARGS = "local_cache_max_nodes=2"
-# The same line without the prolog's start of the containers of jobs srun allocates (the
-# plugstack key prestart_srun_jobs, default 1 from run 6 on): the first step starts them.
-SQUALL_ARGS_NO_PRESTART = f"{SQUALL_ARGS} prestart_srun_jobs=0"
+# From run 6 on, with the prolog's start of the containers of jobs srun allocates (plugstack
+# prestart_srun_jobs, off by default); the same line without it beside (the first step
+# starts them, what runs 1-5 measured).
+SQUALL_ARGS = "local_cache_max_nodes=2 prestart_srun_jobs=1"
+SQUALL_ARGS_NO_PRESTART = "local_cache_max_nodes=2 prestart_srun_jobs=0"
 NO_PRESTART = "squall, the step's own start"
 NODELIST = ",".join(NODES)
 RELAUNCH = "node2,node3"
@@ -325,7 +326,7 @@ def render(data: dict[str, dict]) -> str:
         "shell ran, which waits for the prolog on every node) is timed apart from run 5 on "
         "(in run 4 the prolog still held the job until the container was up, about 1 s). "
         "From run 6 on, a job srun allocates itself with `--container-image` has its "
-        "containers started by its prolog too (plugstack `prestart_srun_jobs`, default 1): "
+        "containers started by its prolog too (squall's line gets `prestart_srun_jobs=1`): "
         "\"squall, copy absent/present\" are then such jobs, and \"squall, the step's own "
         "start\" the same jobs under a line with `prestart_srun_jobs=0` (what runs 1-5 "
         "measured as \"squall\"), in the same rounds.", ""]

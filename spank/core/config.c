@@ -44,7 +44,7 @@ static const struct key keys[] = {
 	{ "local_cache", K_PATH, "/var/lib/squall/cache", F(local_cache) },
 	{ "local_cache_gb", K_GB, "20", F(local_cache_gb) },
 	{ "local_cache_max_nodes", K_NODES, "16", F(local_cache_max_nodes) },
-	{ "prestart_srun_jobs", K_BOOL, "1", F(prestart_srun_jobs) },
+	{ "prestart_srun_jobs", K_BOOL, "0", F(prestart_srun_jobs) },
 	{ "metrics_dir", K_OFFPATH, "/var/lib/prometheus/node-exporter", F(metrics_dir) },
 };
 #undef F

@@ -30,7 +30,7 @@
  *   local_cache_max_nodes 16                        0..1000000: jobs on more nodes start no
  *                                                   extraction (they use trees already
  *                                                   there); 0: any number of nodes
- *   prestart_srun_jobs  1                           boolean: a job srun allocates with
+ *   prestart_srun_jobs  0                           boolean: a job srun allocates with
  *                                                   --container-image gets its container
  *                                                   started by the job prolog (prestart.h)
  *   metrics_dir         /var/lib/prometheus/node-exporter

@@ -68,7 +68,7 @@ static void job_nodes(char *out, size_t outlen)
 }
 
 /* A job srun allocated for a step that keeps its container for the job (client.c): that
- * image is the one to start, unless the site said no (plugstack prestart_srun_jobs=0), or
+ * image is the one to start, when the site said so (plugstack prestart_srun_jobs=1), unless
  * the step sends the image to its nodes itself (2 to local_cache_max_nodes nodes with the
  * node-local cache on: the image read once from /fsx for them all, kept.c; the prolog has
  * no step to send with). The step's other conditions (container_reuse, the entrypoint)

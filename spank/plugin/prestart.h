@@ -20,8 +20,8 @@
  *
  * A job srun allocates itself (`srun --container-image=IMAGE` outside any job) names its
  * image at submission too: srun (client.c) says so in the job control environment
- * (SQ_SRUN_JOB_VAR), and the prolog starts the step's container as for the flag, unless
- * plugstack prestart_srun_jobs=0, the step would not keep it for the job, or the job is
+ * (SQ_SRUN_JOB_VAR), and where plugstack prestart_srun_jobs=1 the prolog starts the step's
+ * container as for the flag, unless the step would not keep it for the job, or the job is
  * one whose steps send the image to their nodes (2 to local_cache_max_nodes nodes, the
  * node-local cache on: a prolog has no step to send with). A step finds what the prolog
  * started by its marker (prestart_mark.h), written before the prolog returns.

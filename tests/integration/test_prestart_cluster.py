@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from contextlib import AbstractContextManager
 
 from .cluster import Cluster
 from .images import IMAGE_DIR, MKIMAGE, build_image
@@ -138,6 +139,7 @@ def test_a_bad_prestart_image_is_refused_at_submission(cluster: Cluster) -> None
 
 
 # --- A job srun allocates itself: its image is known at allocation -----------------------
+# Where the site's plugstack line says prestart_srun_jobs=1 (off by default).
 
 def srun_job(cluster: Cluster, args: str, cmd: str, nodes: str = "node1") -> tuple[str, str]:
     """A new job on NODES made by srun itself (no sbatch, no salloc): its output and its
@@ -148,19 +150,28 @@ def srun_job(cluster: Cluster, args: str, cmd: str, nodes: str = "node1") -> tup
     return res.out, res.err
 
 
+def srun_prestart(cluster: Cluster, nodes: tuple[str, ...] = ("node1",),
+                  more: str = "") -> AbstractContextManager[None]:
+    """The nodes' plugstack line with prestart_srun_jobs=1 (and MORE), restored after."""
+    line = f"{current_args(cluster, nodes[0])} prestart_srun_jobs=1 {more}".strip()
+    return plugstack_args(cluster, line, nodes=nodes)
+
+
 def test_a_job_srun_allocates_gets_its_container_from_the_prolog(cluster: Cluster,
                                                                   image: str) -> None:
     # srun tells the job's prolog (its job control environment) that the job it allocates
     # runs this image: the prolog starts it and the step joins it, saying how it started.
-    out, err = srun_job(cluster, f"--container-image={image} --container-log=verbose",
-                        "grep ^ID= /etc/os-release")
+    nodes = tuple(NODES.split(","))
+    with srun_prestart(cluster, nodes):
+        out, err = srun_job(cluster, f"--container-image={image} --container-log=verbose",
+                            "grep ^ID= /etc/os-release")
+        # A job srun allocates without a container gets nothing from the prolog.
+        plain, _ = srun_job(cluster, "", "echo keepers $(" + KEPT + ")", nodes=NODES)
     ways = served(err)
     assert len(ways) == 1 and "started by the job prolog: started from the" in ways[0], ways
     assert "start container" not in err, err
     assert out.count("ID=squalltest") == 1, out
     assert wait_clean(cluster, node="node1") == ""
-    # A job srun allocates without a container gets nothing from the prolog.
-    plain, _ = srun_job(cluster, "", "echo keepers $(" + KEPT + ")", nodes=NODES)
     assert keepers_per_node(plain) == ["0", "0"], plain
 
 
@@ -169,15 +180,15 @@ def test_a_multi_node_srun_job_sends_its_image_unless_above_the_cache_s_nodes(
     # Two nodes under local_cache_max_nodes (16): the step reads the image once and sends
     # it to its nodes (kept.c), which no prolog can: the step starts its containers.
     flags = f"--container-image={image} --container-log=verbose"
-    _, err = srun_job(cluster, flags, "true", nodes=NODES)
-    ways = served(err)
-    assert len(ways) == 2 and not any("job prolog" in w for w in ways), ways
-    # Above it nothing is sent: the prolog starts them on both nodes.
     nodes = tuple(NODES.split(","))
-    with plugstack_args(cluster, f"{current_args(cluster, nodes[0])} local_cache_max_nodes=1",
-                        nodes=nodes):
-        _, err = srun_job(cluster, flags, "true", nodes=NODES)
-    ways = served(err)
+    with srun_prestart(cluster, nodes):
+        _, under = srun_job(cluster, flags, "true", nodes=NODES)
+    # Above it nothing is sent: the prolog starts them on both nodes.
+    with srun_prestart(cluster, nodes, "local_cache_max_nodes=1"):
+        _, above = srun_job(cluster, flags, "true", nodes=NODES)
+    ways = served(under)
+    assert len(ways) == 2 and not any("job prolog" in w for w in ways), ways
+    ways = served(above)
     assert len(ways) == 2 and all("started by the job prolog" in w for w in ways), ways
     for node in nodes:
         assert wait_clean(cluster, node=node) == "", node
@@ -187,7 +198,8 @@ def test_steps_in_an_allocation_start_their_own(cluster: Cluster, image: str) ->
     # An sbatch job's steps: nothing known at allocation, nothing started by the prolog
     # (its srun runs in the job, it allocates nothing).
     step = f"srun -N1 -w node1 --container-image={image} --container-log=verbose true"
-    _, text = run_job(cluster, [step], "")
+    with srun_prestart(cluster, tuple(NODES.split(","))):
+        _, text = run_job(cluster, [step], "")
     ways = served(text)
     assert len(ways) == 1 and "job prolog" not in ways[0], ways
 
@@ -196,17 +208,15 @@ def test_an_srun_job_with_a_named_container_is_not_prestarted(cluster: Cluster,
                                                                image: str) -> None:
     # A named container is no job's kept one: the prolog leaves it to the step.
     name = f"pre{time.time_ns()}"
-    _, err = srun_job(cluster, f"--container-image={image} --container-name={name} "
-                      "--container-log=verbose", "true")
+    with srun_prestart(cluster):
+        _, err = srun_job(cluster, f"--container-image={image} --container-name={name} "
+                          "--container-log=verbose", "true")
     ways = served(err)
     assert len(ways) == 1 and "job prolog" not in ways[0], ways
     assert wait_clean(cluster, node="node1") == ""
 
 
-def test_a_site_turns_the_srun_prestart_off(cluster: Cluster, image: str) -> None:
-    with plugstack_args(cluster, f"{current_args(cluster, 'node1')} prestart_srun_jobs=0",
-                        nodes=("node1",)):
-        _, err = srun_job(cluster, f"--container-image={image} --container-log=verbose",
-                          "true")
+def test_the_srun_prestart_is_off_by_default(cluster: Cluster, image: str) -> None:
+    _, err = srun_job(cluster, f"--container-image={image} --container-log=verbose", "true")
     ways = served(err)
     assert len(ways) == 1 and ways[0].startswith("started from the"), ways

@@ -14,7 +14,7 @@ DEFAULTS = {
     "use_enroot_load": False, "importer": None, "container_name_strict": False,
     "container_reuse": True,
     "local_cache": "/var/lib/squall/cache", "local_cache_gb": 20,
-    "local_cache_max_nodes": 16, "prestart_srun_jobs": True,
+    "local_cache_max_nodes": 16, "prestart_srun_jobs": False,
     "metrics_dir": "/var/lib/prometheus/node-exporter",
 }
 
@@ -32,7 +32,7 @@ def test_every_key_can_be_set():
             "importer=/usr/share/pyxis/importers/caching_importer.sh",
             "container_name_strict=1", "container_reuse=0",
             "local_cache=/scratch/sq", "local_cache_gb=0", "local_cache_max_nodes=0",
-            "prestart_srun_jobs=no", "metrics_dir=/srv/textfile"]
+            "prestart_srun_jobs=yes", "metrics_dir=/srv/textfile"]
     assert parse_plugstack_args(args) == {
         "runtime_path": "/run/sq", "enroot": "/usr/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
@@ -43,7 +43,7 @@ def test_every_key_can_be_set():
         "container_name_strict": True,
         "container_reuse": False,
         "local_cache": "/scratch/sq", "local_cache_gb": 0, "local_cache_max_nodes": 0,
-        "prestart_srun_jobs": False, "metrics_dir": "/srv/textfile",
+        "prestart_srun_jobs": True, "metrics_dir": "/srv/textfile",
     }
 
 
