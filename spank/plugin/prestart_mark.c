@@ -18,12 +18,19 @@ int sq_prestart_mark(const char *runtime_dir, uint32_t jobid, const char *how)
 {
 	char path[PATH_MAX + 32];
 	size_t n = strlen(how);
+	struct stat st;
 	int fd, ok;
 
+	/* Not blocking on a FIFO planted there (the prolog's start would hang for good), not
+	 * following a link, and only a regular file is written. */
 	mark_path(path, sizeof(path), runtime_dir, jobid);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 	if (fd < 0)
 		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) < 0) {
+		close(fd);
+		return -1;
+	}
 	ok = write(fd, how, n) == (ssize_t)n;
 	close(fd);
 	return ok ? 0 : -1;

@@ -116,8 +116,8 @@ void sq_step_exit(struct sq_step *s);
  * (0, or -1 with the error kept); then as the user, prepared, resolved and configured as
  * a step is, the job's kept container started without a layer, notify_fd told once its
  * lock is held (0 started or running, -1 with the error kept; 1 the steps would not keep
- * it for the job, said as an error unless quiet). The runtime directory's marker
- * (prestart.h SQ_PRESTART_MARK) is written before the lock is taken. */
+ * it for the job, said as an error unless quiet). kept.c writes the job's marker
+ * (prestart_mark.h) before it takes the lock. */
 int sq_step_prestart_dirs(struct sq_step *s);
 int sq_step_prestart(struct sq_step *s, char *const job_env[], const char *cwd,
 		     int notify_fd, int quiet);
