@@ -415,6 +415,7 @@ class PlugstackConfig:
     local_cache: str
     local_cache_gb: int
     local_cache_max_nodes: int
+    local_cache_copy_wait: int
     prestart_srun_jobs: bool
     metrics_dir: str | None   # None: metrics_dir=none, no metrics written
 
@@ -442,6 +443,7 @@ def parse_plugstack_args(args: Sequence[_Text]) -> dict[str, Any]:
             container_reuse=bool(cfg.container_reuse),
             local_cache=c_text(cfg.local_cache) or "", local_cache_gb=int(cfg.local_cache_gb),
             local_cache_max_nodes=int(cfg.local_cache_max_nodes),
+            local_cache_copy_wait=int(cfg.local_cache_copy_wait),
             prestart_srun_jobs=bool(cfg.prestart_srun_jobs),
             metrics_dir=c_text(cfg.metrics_dir),
         )

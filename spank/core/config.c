@@ -13,7 +13,7 @@
 
 #define WHAT "plugstack.conf"
 
-enum kind { K_PATH, K_OPTPATH, K_OFFPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG, K_GB, K_NODES };
+enum kind { K_PATH, K_OPTPATH, K_OFFPATH, K_BOOL, K_SCOPE, K_EFA, K_LOG, K_GB, K_NODES, K_SECONDS };
 
 struct key {
 	const char *name;
@@ -44,6 +44,7 @@ static const struct key keys[] = {
 	{ "local_cache", K_PATH, "/var/lib/squall/cache", F(local_cache) },
 	{ "local_cache_gb", K_GB, "20", F(local_cache_gb) },
 	{ "local_cache_max_nodes", K_NODES, "16", F(local_cache_max_nodes) },
+	{ "local_cache_copy_wait", K_SECONDS, "90", F(local_cache_copy_wait) },
 	{ "prestart_srun_jobs", K_BOOL, "0", F(prestart_srun_jobs) },
 	{ "metrics_dir", K_OFFPATH, "/var/lib/prometheus/node-exporter", F(metrics_dir) },
 };
@@ -101,18 +102,21 @@ static int set_scope(const struct arg_ctx *a, int *ip)
 	return 0;
 }
 
-/* K_GB, K_NODES: a whole number (digits only) from 0 to the kind's limit. */
+/* K_GB, K_NODES, K_SECONDS: a whole number (digits only) within the kind's limits. */
 static int set_count(const struct arg_ctx *a, int *ip)
 {
-	int gb = a->k->kind == K_GB;
-	long max = gb ? 100000 : 1000000;
+	int gb = a->k->kind == K_GB, secs = a->k->kind == K_SECONDS;
+	long min = secs ? 1 : 0, max = gb ? 100000 : secs ? 3600 : 1000000;
 	char *end;
 	long v = strtol(a->value, &end, 10);
 
-	if (a->value[0] >= '0' && a->value[0] <= '9' && *end == '\0' && v >= 0 && v <= max) {
+	if (a->value[0] >= '0' && a->value[0] <= '9' && *end == '\0' && v >= min && v <= max) {
 		*ip = (int)v;
 		return 0;
 	}
+	if (secs)
+		return sq_errf(a->err, a->errlen, WHAT ": '%s': %s must be a whole number of "
+			       "seconds from 1 to 3600", a->show, a->k->name);
 	if (gb)
 		return sq_errf(a->err, a->errlen, WHAT ": '%s': %s must be a whole number of GiB "
 			       "from 0 (off) to 100000", a->show, a->k->name);
@@ -154,6 +158,7 @@ static int set_key(struct sq_config *c, const struct key *k, const char *arg, co
 		return sq_log_setting_parse(a.what, value, ip, err, errlen);
 	case K_GB:
 	case K_NODES:
+	case K_SECONDS:
 		return set_count(&a, ip);
 	}
 	return sq_errf(err, errlen, WHAT ": internal error on %s", k->name);

@@ -30,6 +30,9 @@
  *   local_cache_max_nodes 16                        0..1000000: jobs on more nodes start no
  *                                                   extraction (they use trees already
  *                                                   there); 0: any number of nodes
+ *   local_cache_copy_wait 90                        1..3600 seconds a node of a step waits
+ *                                                   for the image its first node sends
+ *                                                   before it reads the image itself
  *   prestart_srun_jobs  0                           boolean: a job srun allocates with
  *                                                   --container-image gets its container
  *                                                   started by the job prolog (prestart.h)
@@ -75,6 +78,7 @@ struct sq_config {
 	char *local_cache;       /* node-local cache of extracted images (nodecache.h) */
 	int local_cache_gb;      /* its size limit per user in GiB; 0: not used */
 	int local_cache_max_nodes; /* jobs on more nodes do not fill it; 0: any number */
+	int local_cache_copy_wait; /* seconds a node waits for a step's copy to begin */
 	int prestart_srun_jobs;  /* 0 | 1: the prolog starts the container of srun's own jobs */
 	char *metrics_dir;       /* node_exporter's textfile directory; NULL: none (off) */
 };

@@ -299,12 +299,13 @@ static int names_image(const char *image, unsigned long long ino, long long size
 /* How long a receiver has waited, and what it has seen of its copy. */
 struct copy_wait {
 	long long start;        /* when it began to wait */
+	long long first_s;      /* how long for the copy to begin */
 	long long changed;      /* when the copy last grew or was touched (0: never seen) */
 	long long size;         /* its size then, -1 when none */
 	long long mtime;
 };
 
-/* 1 when the record is not worth waiting for any longer: no copy begun SQ_COPY_FIRST_S
+/* 1 when the record is not worth waiting for any longer: no copy begun first_s
  * seconds into the wait (nobody sends for this step: the job's kept container on its
  * first node started in an earlier step), or none since the copy stopped growing for
  * SQ_COPY_RECORD_S seconds plus the time the first node's digest of that many bytes may
@@ -320,12 +321,12 @@ static int copy_wait_over(struct copy_wait *w, const char *copy, long long now)
 		w->changed = now;
 	}
 	if (w->changed == 0)
-		return now - w->start >= SQ_COPY_FIRST_S;
+		return now - w->start >= w->first_s;
 	return now - w->changed >= SQ_COPY_RECORD_S + w->size / SQ_COPY_DIGEST_BPS;
 }
 
-int sq_copy_receive(const char *cache_dir, const char *image, const char *jobstep, char *copy,
-		    size_t copylen)
+int sq_copy_receive(const char *cache_dir, const char *image, const char *jobstep, int first_s,
+		    char *copy, size_t copylen)
 {
 	char sum[PATH_MAX], text[192], hex[SUM_HEX + 1];
 	unsigned long long ino;
@@ -340,7 +341,8 @@ int sq_copy_receive(const char *cache_dir, const char *image, const char *jobste
 	/* A local stat a second: the record comes when the first node has sent all. slurmd
 	 * creates it, then writes it: a record is whole when it ends its line. Waited for a
 	 * bounded time (sq_copy_wait_over): nobody may send for this step. */
-	for (struct copy_wait w = { time(NULL), 0, -1, 0 };;) {
+	for (struct copy_wait w = { time(NULL), first_s > 0 ? first_s : SQ_COPY_FIRST_DEFAULT_S,
+				    0, -1, 0 };;) {
 		fd = sq_open_regular(AT_FDCWD, sum, SQ_OPEN_NOFOLLOW, NULL);
 		if (fd >= 0 && sq_read_text(fd, text, sizeof(text)) > 0 && strchr(text, '\n'))
 			break;

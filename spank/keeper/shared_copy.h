@@ -20,7 +20,7 @@
  * whose device number differs from client to client of a network file system.
  *
  * Every node that fills its cache in that step waits for the record (a bounded time:
- * SQ_COPY_FIRST_S below) and extracts from its copy when the image it sees has that
+ * sq_copy_receive's first_s below) and extracts from its copy when the image it sees has that
  * inode, size and mtime and the copy that size and digest; on "none", or a copy that does
  * not match, it reads the image itself, as before.
  * Everything is the user's, in the user's own 0700 directory: a copy is trusted as far as
@@ -51,16 +51,17 @@ int sq_copy_send(const char *cache_dir, const char *key, const char *image, cons
 
 /* A receiver's wait for its step's record is bounded (issue 40: a node that joined a later
  * step whose first node's kept container started earlier waited for the job's whole
- * life, nobody sending, and never extracted): no copy begun in SQ_COPY_FIRST_S seconds,
- * or no record SQ_COPY_RECORD_S seconds plus SIZE / SQ_COPY_DIGEST_BPS (the first node's
- * digest at the extraction's floor) after the copy stopped growing: read the image. */
-#define SQ_COPY_FIRST_S 90
+ * life, nobody sending, and never extracted): no copy begun in first_s seconds (the
+ * plugstack key local_cache_copy_wait, 90 by default), or no record SQ_COPY_RECORD_S
+ * seconds plus SIZE / SQ_COPY_DIGEST_BPS (the first node's digest at the extraction's
+ * floor) after the copy stopped growing: read the image. */
+#define SQ_COPY_FIRST_DEFAULT_S 90
 #define SQ_COPY_RECORD_S 45
 #define SQ_COPY_DIGEST_BPS (16LL << 20)
 
-/* On the others: wait for the record of jobstep (a bounded time, above). 1: the copy
- * verified, its path in copy[]; 0: read the image itself. */
-int sq_copy_receive(const char *cache_dir, const char *image, const char *jobstep, char *copy,
-		    size_t copylen);
+/* On the others: wait for the record of jobstep (a bounded time, above; first_s <= 0:
+ * the default). 1: the copy verified, its path in copy[]; 0: read the image itself. */
+int sq_copy_receive(const char *cache_dir, const char *image, const char *jobstep, int first_s,
+		    char *copy, size_t copylen);
 
 #endif

@@ -64,11 +64,13 @@ struct cache_fill {
 	const char *dir, *key, *image, *tool;
 	unsigned long long max;
 };
-/* --share MODE JOB.STEP SBCAST: the step's image read once for its nodes (shared_copy.h):
- * "send" (the step's first node, filling), "recv" (the others, filling), "none" (the
- * first node, whose tree is there: tells the others to read the image themselves). */
+/* --share MODE JOB.STEP SBCAST WAIT_S: the step's image read once for its nodes
+ * (shared_copy.h): "send" (the step's first node, filling), "recv" (the others, filling,
+ * waiting at most WAIT_S seconds for the copy to begin), "none" (the first node, whose
+ * tree is there: tells the others to read the image themselves). */
 struct cache_share {
 	const char *mode, *jobstep, *sbcast;
+	int wait_s;
 };
 
 /* Everything the keeper knows: its settings and the state of its loop. */
@@ -187,7 +189,8 @@ static int fill_from(const struct keeper *k)
 		sq_copy_send(k->fill.dir, k->fill.key, k->fill.image, sh->jobstep, sh->sbcast, 0,
 			     copy, sizeof(copy));
 	else if (sh->mode != NULL && strcmp(sh->mode, "recv") == 0)
-		sq_copy_receive(k->fill.dir, k->fill.image, sh->jobstep, copy, sizeof(copy));
+		sq_copy_receive(k->fill.dir, k->fill.image, sh->jobstep, sh->wait_s, copy,
+				sizeof(copy));
 	rv = sq_extracted_build(k->fill.dir, k->fill.key, k->fill.image, copy[0] ? copy : NULL,
 				k->fill.tool, k->fill.max);
 	if (hold >= 0)
@@ -464,11 +467,12 @@ static int parse_args(struct keeper *k, int argc, char **argv)
 		k->fill.max = strtoull(argv[first + 5], NULL, 10);
 		first += 6;
 	}
-	if (argc >= first + 4 && strcmp(argv[first], "--share") == 0) {
+	if (argc >= first + 5 && strcmp(argv[first], "--share") == 0) {
 		k->share.mode = argv[first + 1];
 		k->share.jobstep = argv[first + 2];
 		k->share.sbcast = argv[first + 3];
-		first += 4;
+		k->share.wait_s = atoi(argv[first + 4]);
+		first += 5;
 	}
 	return argc > first && fcntl(KEEPER_FD_CONTROL, F_GETFD) >= 0 ? first : -1;
 }

@@ -136,15 +136,16 @@ fail:
 
 /* The keeper's cache arguments and the strings they point to. */
 struct kept_args {
-	const char *argv[12];
+	const char *argv[13];
 	char identity[128], data_dir[PATH_MAX + 64], cache_key[33], max_bytes[32];
-	char jobstep[32];
+	char jobstep[32], wait_s[16];
 };
 
 /* A step on several nodes that fill their caches reads the image once, on its first node,
  * which sends it to the others with sbcast (keeper/shared_copy.h): "--share MODE JOB.STEP
- * SBCAST" after the cache arguments at argv[n]. fill: this node extracts; else its tree is
- * there, and the first node then tells the others so ("none"). */
+ * SBCAST WAIT_S" after the cache arguments at argv[n] (WAIT_S: how long the others wait
+ * for the copy to begin, local_cache_copy_wait). fill: this node extracts; else its tree
+ * is there, and the first node then tells the others so ("none"). */
 static void kept_share(const struct sq_kept_step *s, const struct sq_start_request *req,
 		       struct kept_args *a, int n, int fill)
 {
@@ -161,7 +162,9 @@ static void kept_share(const struct sq_kept_step *s, const struct sq_start_reque
 	a->argv[n + 1] = s->nodeid != 0 ? "recv" : fill ? "send" : "none";
 	a->argv[n + 2] = a->jobstep;
 	a->argv[n + 3] = sbcast;
-	a->argv[n + 4] = NULL;
+	snprintf(a->wait_s, sizeof(a->wait_s), "%d", s->copy_wait_s);   /* 0: the default */
+	a->argv[n + 4] = a->wait_s;
+	a->argv[n + 5] = NULL;
 }
 
 /* Where the job's kept container starts from: the image's extracted tree when the

@@ -50,6 +50,7 @@ struct sq_kept_step {
 	const char *cache_dir;        /* LOCAL_CACHE/UID, "" when none (extracted.h) */
 	int cache_gb;                 /* its limit */
 	int cache_max_nodes;          /* jobs on more nodes start no extraction; 0: any */
+	int copy_wait_s;              /* a receiver's wait for its step's copy to begin */
 	const char *layer_path;       /* squall-layer */
 	int idle_s;                   /* the keeper's idle time */
 	int mode;                     /* enum sq_kept_mode */

@@ -483,8 +483,8 @@ static int serve_kept(struct sq_step *s, const struct sq_start_request *req, int
 	const struct sq_config *cfg = s->cfg;
 	struct sq_kept_step ks = {
 		s->runtime_dir, s->jobid, s->stepid, s->nodeid, s->image.path, s->image.identity,
-		s->cache_dir, cfg->local_cache_gb, cfg->local_cache_max_nodes, SQ_LAYER,
-		SQ_KEPT_IDLE_S, mode, notify_fd };
+		s->cache_dir, cfg->local_cache_gb, cfg->local_cache_max_nodes,
+		cfg->local_cache_copy_wait, SQ_LAYER, SQ_KEPT_IDLE_S, mode, notify_fd };
 	char note[1024] = "", err[SQ_ERR_LEN];
 	int r = sq_kept_serve(&s->ctr, req, &ks, &s->served, note, sizeof(note), err,
 			      sizeof(err));

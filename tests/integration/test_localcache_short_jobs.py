@@ -26,6 +26,7 @@ import time
 from .cluster import Cluster
 from .images import IMAGE_DIR, IMAGE_ENV, MKIMAGE, build_image
 from .leftovers import leftovers, wait_clean
+from .pyxis_helpers import current_args, plugstack_args
 
 NODE = "node3"
 CACHE = "/var/lib/squall/cache/1000"
@@ -159,12 +160,16 @@ def test_a_node_nobody_sends_to_waits_a_bounded_time_then_extracts(cluster: Clus
     for n in ("node2", NODE):
         cluster.run(f"rm -rf {CACHE}/*", node=n, user="root")
     # node2's kept container starts in a one-node step; the two-node step after it reuses
-    # it there (nothing sent), and node3's keeper waits for a copy that never comes.
+    # it there (nothing sent), and node3's keeper waits for a copy that never comes: for
+    # the site's local_cache_copy_wait, then it reads the image itself. The job ends long
+    # before the default 90 s wait would, so only the key lets node3 finish its copy.
     flags = f"--container-image={image} --container-log=verbose"
     script = (f"srun -N1 -w node2 {flags} true; "
-              f"srun -N2 -w node2,{NODE} {flags} sleep 150")
-    res = cluster.run(f"salloc -N2 -w node2,{NODE} bash -c {shlex.quote(script)}",
-                      timeout=300)
+              f"srun -N2 -w node2,{NODE} {flags} sleep 40")
+    with plugstack_args(cluster, f"{current_args(cluster, NODE)} local_cache_copy_wait=8",
+                        nodes=(NODE,)):
+        res = cluster.run(f"salloc -N2 -w node2,{NODE} bash -c {shlex.quote(script)}",
+                          timeout=300)
     timings = [line for line in res.err.splitlines() if "timings on" in line]
     assert len(timings) == 3, res.err
     assert "kept container of the job reused" in [t for t in timings if "node2" in t][1]

@@ -14,7 +14,7 @@ DEFAULTS = {
     "use_enroot_load": False, "importer": None, "container_name_strict": False,
     "container_reuse": True,
     "local_cache": "/var/lib/squall/cache", "local_cache_gb": 20,
-    "local_cache_max_nodes": 16, "prestart_srun_jobs": False,
+    "local_cache_max_nodes": 16, "local_cache_copy_wait": 90, "prestart_srun_jobs": False,
     "metrics_dir": "/var/lib/prometheus/node-exporter",
 }
 
@@ -32,7 +32,7 @@ def test_every_key_can_be_set():
             "importer=/usr/share/pyxis/importers/caching_importer.sh",
             "container_name_strict=1", "container_reuse=0",
             "local_cache=/scratch/sq", "local_cache_gb=0", "local_cache_max_nodes=0",
-            "prestart_srun_jobs=yes", "metrics_dir=/srv/textfile"]
+            "local_cache_copy_wait=5", "prestart_srun_jobs=yes", "metrics_dir=/srv/textfile"]
     assert parse_plugstack_args(args) == {
         "runtime_path": "/run/sq", "enroot": "/usr/bin/enroot",
         "sqshbuild": "/usr/bin/sqshbuild", "image_cache": "/fsx/cache",
@@ -43,7 +43,7 @@ def test_every_key_can_be_set():
         "container_name_strict": True,
         "container_reuse": False,
         "local_cache": "/scratch/sq", "local_cache_gb": 0, "local_cache_max_nodes": 0,
-        "prestart_srun_jobs": True, "metrics_dir": "/srv/textfile",
+        "local_cache_copy_wait": 5, "prestart_srun_jobs": True, "metrics_dir": "/srv/textfile",
     }
 
 
@@ -58,6 +58,9 @@ def test_every_key_can_be_set():
         ("local_cache_max_nodes=-1", "local_cache_max_nodes must be a whole number of nodes"),
         ("local_cache_max_nodes=16n", "local_cache_max_nodes must be a whole number of nodes"),
         ("local_cache_max_nodes=1000001", "from 0 (any number) to 1000000"),
+        ("local_cache_copy_wait=0", "local_cache_copy_wait must be a whole number of seconds"),
+        ("local_cache_copy_wait=10s", "local_cache_copy_wait must be a whole number of seconds"),
+        ("local_cache_copy_wait=3601", "seconds from 1 to 3600"),
         ("runtime_path", "argument 'runtime_path' is not key=value"),
         ("runtime_path=", "empty value for runtime_path"),
         ("runtime_path=relative", "runtime_path must be an absolute path"),
