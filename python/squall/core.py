@@ -352,6 +352,7 @@ class StepOptions:
     log: str | None = None
     unshare: str | None = None   # canonical "net,ipc,uts" order; None: share the node's
     reuse: bool | None = None
+    kept_for_job: bool = False   # the job prolog may start its container (prestart.h)
 
 
 def resolve_step_options(
@@ -386,6 +387,7 @@ def resolve_step_options(
             entrypoint_log=_tri(opts.entrypoint_log), writable=_tri(opts.writable),
             env=c_text(opts.env), efa=_EFA[opts.efa], nccl_debug=c_text(opts.nccl_debug),
             log=_LOG[opts.log], unshare=_unshare_str(opts.unshare), reuse=_tri(opts.reuse),
+            kept_for_job=bool(lib.sq_opts_kept_for_job(opts)),
         )
     finally:
         lib.sq_opts_free(opts)

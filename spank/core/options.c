@@ -665,3 +665,8 @@ int sq_opt_check_value(const char *flag, const char *value, char *err, size_t er
 	sq_opts_free(&o);
 	return rc;
 }
+
+int sq_opts_kept_for_job(const struct sq_opts *o)
+{
+	return o->image != NULL && o->name == NULL && o->save == NULL && o->reuse != 0;
+}

@@ -169,6 +169,12 @@ int sq_opts_load_environ(struct sq_opts *o, char *const envp[], char *err, size_
  */
 int sq_opts_check(const struct sq_opts *o, char *warn, size_t warnlen, char *err, size_t errlen);
 
+/* 1 when the flags let a step keep its container for the job (an image, no
+ * --container-name, no --container-save, --no-container-reuse not given), so the job
+ * prolog may start it before the step (prestart.h); the plugstack's container_reuse and
+ * the entrypoint are decided later, by sq_life_decide. */
+int sq_opts_kept_for_job(const struct sq_opts *o);
+
 /* Validate one flag value with the plugin's own parser, without keeping it.
  * flag: "container-mounts" (dashes optional); value NULL for flags without argument. */
 int sq_opt_check_value(const char *flag, const char *value, char *err, size_t errlen);

@@ -14,9 +14,8 @@
  * is only a hint: the prolog reads the image from the job's own flags. */
 static void tell_the_prolog(spank_t sp, const struct sq_opts *o)
 {
-	if (spank_context() != S_CTX_LOCAL || o->image == NULL || o->name != NULL ||
-	    o->save != NULL || o->reuse == 0 || getenv("SLURM_JOB_ID") != NULL ||
-	    getenv("SLURM_JOBID") != NULL)
+	if (spank_context() != S_CTX_LOCAL || !sq_opts_kept_for_job(o) ||
+	    getenv("SLURM_JOB_ID") != NULL || getenv("SLURM_JOBID") != NULL)
 		return;
 	spank_job_control_setenv(sp, SQ_SRUN_JOB_VAR, "1", 1);
 }

@@ -79,7 +79,7 @@ static int srun_job(const struct sq_config *cfg, struct sq_opts *o)
 	char nodes[24];
 
 	if (!cfg->prestart_srun_jobs || said == NULL || strcmp(said, "1") != 0 ||
-	    o->image == NULL || o->name != NULL || o->save != NULL || o->reuse == 0)
+	    !sq_opts_kept_for_job(o))
 		return 0;
 	job_nodes(nodes, sizeof(nodes));
 	if (nodes[0] && strcmp(nodes, "1") != 0 && cfg->local_cache_gb > 0 &&

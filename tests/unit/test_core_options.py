@@ -269,3 +269,19 @@ def test_prestart_is_the_jobs_flag_not_a_steps():
         check_container_option("container-prestart", "no good!")
     with pytest.raises(SquallError):
         check_container_option("container-prestart", None)
+
+
+# --- which steps keep their container for the job (the prolog may start it) -------------
+
+@pytest.mark.parametrize(("cli", "kept"), [
+    ([("container-image", "/fsx/a.sqsh")], True),
+    ([("container-image", "/fsx/a.sqsh"), ("container-reuse", None)], True),
+    ([("container-image", "/fsx/a.sqsh"), ("container-writable", None)], True),
+    ([("container-image", "/fsx/a.sqsh"), ("container-name", "x")], False),
+    ([("container-image", "/fsx/a.sqsh"), ("container-save", "/fsx/b.sqsh")], False),
+    ([("container-image", "/fsx/a.sqsh"), ("no-container-reuse", None)], False),
+    ([("container-name", "x")], False),
+    ([], False),
+])
+def test_which_flags_keep_the_container_for_the_job(cli, kept):
+    assert resolve_step_options(cli).kept_for_job is kept
