@@ -593,6 +593,21 @@ def lifecycle_env_step_specific(name: str) -> bool:
     return bool(lib.sq_life_env_step_specific(_cstr("variable name", name)))
 
 
+def lifecycle_env_differs(started: Mapping[str, str] | Iterable[str],
+                          wanted: Mapping[str, str] | Iterable[str],
+                          hooks: str | None = None) -> str | None:
+    """The first variable a container's start reads whose value differs between the
+    environment it was ``started`` with and the one a step ``wanted`` (set in one only, or
+    to another value); None when the container serves that step."""
+    a = _CArray("environment", _env_items(started))
+    b = _CArray("environment", _env_items(wanted))
+    h = _cstr("hooks text", hooks)
+    name = ffi.new("char[256]")
+    if lib.sq_life_env_differs(a.ptr, b.ptr, h, name, 256):
+        return c_text(name) or ""
+    return None
+
+
 def lifecycle_key(parts: Sequence[_Text], env: Mapping[str, str] | Iterable[str],
                   hooks: str | None = None) -> str:
     """The key of a kept container: 32 hex digits over ``parts`` and the environment.

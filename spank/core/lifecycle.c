@@ -120,6 +120,91 @@ int sq_life_hooks_read(const char *hooks, const char *name)
 	return 0;
 }
 
+/* Every process has them, and each task gets its own step's values in any container;
+ * and the job's identity, which slurmstepd sets for each task from the job itself (a
+ * step's copy is whatever the submitting shell had: SLURM_JOB_UID=0 under sudo). */
+static const char *const own_exact[] = {
+	"PATH", "HOME", "USER", "LOGNAME", "PWD", "SHELL", "TERM", "LANG", "LD_LIBRARY_PATH",
+	"PYTHONPATH", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_UID", "SLURM_JOB_GID",
+	"SLURM_JOB_USER", NULL
+};
+
+/* 1 when hooks holds name as a word, or a word of 4 or more characters ending in '_'
+ * that begins name (compgen -e NVIDIA_REQUIRE_). */
+static int hooks_name(const char *hooks, const char *name)
+{
+	for (const char *p = hooks; *p;) {
+		size_t n = 0;
+
+		if (!ident_char(*p) || (p > hooks && ident_char(p[-1]))) {
+			p++;
+			continue;
+		}
+		while (ident_char(p[n]))
+			n++;
+		if ((n == strlen(name) && strncmp(p, name, n) == 0) ||
+		    (n >= 4 && p[n - 1] == '_' && strncmp(p, name, n) == 0))
+			return 1;
+		p += n;
+	}
+	return 0;
+}
+
+int sq_life_env_runtime_reads(const char *hooks, const char *name)
+{
+	if (strncmp(name, "ENROOT_", 7) == 0)
+		return 1;
+	if (hooks == NULL || sq_life_env_step_specific(name) || sq_life_env_task_shape(name))
+		return 0;
+	for (const char *const *p = own_exact; *p; p++)
+		if (strcmp(*p, name) == 0)
+			return 0;
+	if (strncmp(name, "SLURM_", 6) == 0)
+		return sq_life_hooks_read(hooks, name);
+	return hooks_name(hooks, name);
+}
+
+/* The value of the variable of that name in env, NULL when unset. */
+static const char *env_named(char *const env[], const char *name, size_t len)
+{
+	for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+		if (strncmp(env[i], name, len) == 0 && env[i][len] == '=')
+			return env[i] + len + 1;
+	return NULL;
+}
+
+/* Is a variable of `from` that the start reads set otherwise in `other`? */
+static int one_way(char *const from[], char *const other[], const char *hooks, char *name,
+		   size_t namelen)
+{
+	for (size_t i = 0; from != NULL && from[i] != NULL; i++) {
+		const char *eq = strchr(from[i], '=');
+		size_t len = eq ? (size_t)(eq - from[i]) : strlen(from[i]);
+		const char *theirs = env_named(other, from[i], len);
+		char var[256];
+
+		if (len == 0 || len >= sizeof(var))
+			continue;
+		memcpy(var, from[i], len);
+		var[len] = '\0';
+		if (!sq_life_env_runtime_reads(hooks, var))
+			continue;
+		if (theirs == NULL || strcmp(theirs, eq ? eq + 1 : "") != 0) {
+			snprintf(name, namelen, "%s", var);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int sq_life_env_differs(char *const a[], char *const b[], const char *hooks, char *name,
+			size_t namelen)
+{
+	if (namelen > 0)
+		name[0] = '\0';
+	return one_way(a, b, hooks, name, namelen) || one_way(b, a, hooks, name, namelen);
+}
+
 /* Two independent FNV-1a streams (64 bits each, different bases and primes). */
 struct hash2 { uint64_t a, b; };
 

@@ -60,6 +60,21 @@ int sq_life_env_task_shape(const char *name);
  * nothing a task does not get from its own step); 1 when hooks is NULL (not known). */
 int sq_life_hooks_read(const char *hooks, const char *name);
 
+/* 1 for the variables a container's start reads, so that a container started with
+ * another value (or without it) is not the one a step asked for: Enroot's own settings
+ * (ENROOT_*), and those the hooks' text names (a whole word, or a prefix ending in '_'
+ * such as NVIDIA_REQUIRE_; SLURM_* as sq_life_hooks_read), but not the step-specific and
+ * task-shape ones nor those every process has and each task gets from its own step
+ * (PATH, HOME, LD_LIBRARY_PATH, ...) or from the job (SLURM_JOB_UID, ...). hooks NULL
+ * (not known): ENROOT_* only. */
+int sq_life_env_runtime_reads(const char *hooks, const char *name);
+
+/* Does a container started with environment a serve a step whose runtime environment is
+ * b? 1 when a variable the start reads (sq_life_env_runtime_reads) is set in one and not
+ * the other or to another value, its name copied to name[namelen]; 0 when none is. */
+int sq_life_env_differs(char *const a[], char *const b[], const char *hooks, char *name,
+			size_t namelen);
+
 /* The key of a kept container, 32 hex digits and a NUL: a hash of parts (NULL-terminated:
  * image, identity, start flags, conf and rc text, ...) and of the runtime's environment
  * (env, NULL-terminated "KEY=VALUE"; order does not matter; step-specific variables are

@@ -509,8 +509,19 @@ static int join_prestarted(struct sq_step *s, const struct sq_start_request *req
 	if (env != NULL && sq_runtime_path_from(s->enroot, SQ_STANDARD_PATH, path,
 						sizeof(path)) == 0 &&
 	    sq_stepconf_env(env, s->opt, s->runtime_dir, path, &rt, err, sizeof(err)) == 0) {
+		char name[128];
+
 		pre.envp = rt;
-		r = serve_kept(s, &pre, SQ_KEPT_JOIN, -1);
+		if (sq_prestart_env_differs(rt, req->envp, name, sizeof(name))) {
+			const char *theirs = sq_env_value(rt, name);
+			const char *mine = sq_env_value(req->envp, name);
+
+			slurm_info("squall: job %u: the job prolog's container was started with "
+				   "%s%s%s, this step asks for %s%s%s: the step starts its own",
+				   (unsigned)s->jobid, name, theirs ? "=" : " unset",
+				   theirs ? theirs : "", name, mine ? "=" : " unset", mine ? mine : "");
+		} else
+			r = serve_kept(s, &pre, SQ_KEPT_JOIN, -1);
 	}
 	if (r && !sq_report_failed()) {
 		char how[160];

@@ -105,6 +105,27 @@ def test_a_step_with_other_flags_starts_its_own(cluster: Cluster, image: str) ->
         assert wait_clean(cluster, node=node) == ""
 
 
+def test_a_step_whose_environment_sets_the_runtime_otherwise_starts_its_own(
+        cluster: Cluster, image: str) -> None:
+    # The prolog starts the container with an environment of its own (the passwd entry's,
+    # prestart_env.h); the job's ENROOT_ROOTFS_WRITABLE (as Pyxis's users set it) must not
+    # be dropped by joining that read-only container: the step starts its own, and says why
+    # in slurmd's log.
+    step = (f"srun --container-image={image} --container-log=verbose "
+            "bash -c 'touch /etc/mark && echo wrote'")
+    jobid, text = run_job(cluster, ["export ENROOT_ROOTFS_WRITABLE=yes", step],
+                          f"--container-prestart={image}")
+    ways = served(text)
+    assert len(ways) == 2 and not any("job prolog" in w for w in ways), ways
+    assert text.count("wrote") == 2, text
+    for node in NODES.split(","):
+        log = cluster.run(f"grep -F 'job {jobid}: the job prolog' /var/log/slurm/slurmd.log "
+                          "|| true", node=node, user="root").out
+        assert ("started with ENROOT_ROOTFS_WRITABLE unset, this step asks for "
+                "ENROOT_ROOTFS_WRITABLE=yes") in log, (node, log)
+        assert wait_clean(cluster, node=node) == ""
+
+
 def test_what_the_prolog_starts_is_the_jobs_alone(cluster: Cluster, image: str) -> None:
     count = f"srun bash -c {shlex.quote('echo keepers $(' + KEPT + ')')}"
     # Without the flag nothing runs before a container step; with it, one container a node.

@@ -7,7 +7,12 @@ import itertools
 
 import pytest
 
-from squall.core import lifecycle_decide, lifecycle_env_step_specific, lifecycle_key
+from squall.core import (
+    lifecycle_decide,
+    lifecycle_env_differs,
+    lifecycle_env_step_specific,
+    lifecycle_key,
+)
 from squall.errors import SquallError
 
 
@@ -135,3 +140,66 @@ def test_every_part_counts_and_parts_do_not_run_together():
         assert lifecycle_key(changed, ENV) != base
     assert lifecycle_key(["ab", "c"], {}) != lifecycle_key(["a", "bc"], {})
     assert lifecycle_key(["a=b"], {}) != lifecycle_key([], {"a": "b"})
+
+
+# --- does a container started with one environment serve a step with another ------------
+# (the job prolog's start, prestart.h: its environment is built from the passwd entry, the
+# step's from the job's; only what the start reads may keep the step out.)
+
+PROLOG_ENV = {"PATH": "/usr/bin", "HOME": "/home/u", "USER": "u", "SLURM_JOB_ID": "7",
+              "ENROOT_RUNTIME_PATH": "/run/squall/1000/enroot"}
+STEP_ENV = dict(PROLOG_ENV, PATH="/opt/conda/bin:/usr/bin", LD_LIBRARY_PATH="/opt/lib",
+                LANG="C.UTF-8", SLURM_NTASKS="4", SLURM_STEP_ID="0", OMP_NUM_THREADS="2",
+                NCCL_DEBUG="INFO", SQUALL_STEPS_DIR="/fsx/steps")
+SITE_HOOKS = (STANDARD_PMI_HOOK + "\n"
+              'mode=${SQUALL_STEPS:-on}\n'
+              'for v in $(compgen -e NVIDIA_REQUIRE_); do :; done\n'
+              'echo "${MELLANOX_VISIBLE_DEVICES}" "$HOME" "$PATH" "$LD_LIBRARY_PATH"\n')
+
+
+@pytest.mark.parametrize("hooks", [SITE_HOOKS, "", None])
+def test_a_step_s_ordinary_environment_does_not_keep_it_out(hooks):
+    assert lifecycle_env_differs(PROLOG_ENV, STEP_ENV, hooks) is None
+
+
+@pytest.mark.parametrize(("change", "name"), [
+    ({"ENROOT_ROOTFS_WRITABLE": "yes"}, "ENROOT_ROOTFS_WRITABLE"),   # Enroot's own setting
+    ({"ENROOT_REMAP_ROOT": "y"}, "ENROOT_REMAP_ROOT"),
+    ({"ENROOT_RUNTIME_PATH": "/elsewhere"}, "ENROOT_RUNTIME_PATH"),  # another value
+    ({"SQUALL_STEPS": "off"}, "SQUALL_STEPS"),                       # a hook's word
+    ({"NVIDIA_REQUIRE_CUDA": "cuda>=12"}, "NVIDIA_REQUIRE_CUDA"),    # a hook's prefix
+    ({"MELLANOX_VISIBLE_DEVICES": "none"}, "MELLANOX_VISIBLE_DEVICES"),
+])
+def test_what_the_start_reads_keeps_the_step_out(change, name):
+    assert lifecycle_env_differs(PROLOG_ENV, dict(STEP_ENV, **change), SITE_HOOKS) == name
+    # ... either way round: set when the container started, unset in the step
+    assert lifecycle_env_differs(dict(PROLOG_ENV, **change), PROLOG_ENV, SITE_HOOKS) == name
+
+
+def test_a_hook_s_word_counts_only_when_the_site_runs_that_hook():
+    step = dict(STEP_ENV, SQUALL_STEPS="off", MELLANOX_VISIBLE_DEVICES="none")
+    assert lifecycle_env_differs(PROLOG_ENV, step, "") is None
+    assert lifecycle_env_differs(PROLOG_ENV, step, "echo $MY_SQUALL_STEPS") is None
+
+
+def test_hooks_unknown_compare_enroot_s_settings_only():
+    assert lifecycle_env_differs(PROLOG_ENV, dict(STEP_ENV, SQUALL_STEPS="off"), None) is None
+    assert lifecycle_env_differs(PROLOG_ENV, dict(STEP_ENV, ENROOT_MOUNT_HOME="n"),
+                                 None) == "ENROOT_MOUNT_HOME"
+
+
+def test_the_job_s_identity_is_the_job_s_whatever_the_step_carries():
+    # slurmstepd gives each task the job's own; srun passes on the submitting shell's.
+    pmi_hook = 'appdir="spmix_appdir_${SLURM_JOB_UID}_${SLURM_JOB_ID}.${SLURM_STEP_ID}"'
+    prolog = dict(PROLOG_ENV, SLURM_JOB_UID="1000")
+    assert lifecycle_env_differs(prolog, dict(STEP_ENV, SLURM_JOB_UID="0"), pmi_hook) is None
+    assert lifecycle_env_differs(prolog, STEP_ENV, pmi_hook) is None
+
+
+def test_slurm_names_count_as_for_the_key():
+    # The bare family (Enroot's PMI hook copies every SLURM_*) reads nothing; a named one
+    # does, and the step-specific ones never count.
+    step = dict(STEP_ENV, SLURM_MPI_TYPE="pmix")
+    assert lifecycle_env_differs(PROLOG_ENV, step, STANDARD_PMI_HOOK) is None
+    assert lifecycle_env_differs(PROLOG_ENV, step, "echo $SLURM_MPI_TYPE") == "SLURM_MPI_TYPE"
+    assert lifecycle_env_differs(PROLOG_ENV, STEP_ENV, "echo $SLURM_STEP_ID") is None
