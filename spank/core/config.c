@@ -124,6 +124,22 @@ static int set_count(const struct arg_ctx *a, int *ip)
 		       "from 0 (any number) to 1000000", a->show, a->k->name);
 }
 
+/* The keys' names, ", " between, in buf (the table's order). */
+static const char *known_keys(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t k = 0; k < NKEYS && used < len; k++) {
+		int n = snprintf(buf + used, len - used, "%s%s", k ? ", " : "", keys[k].name);
+
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+	return buf;
+}
+
 static int set_key(struct sq_config *c, const struct key *k, const char *arg, const char *value,
 		   char *err, size_t errlen)
 {
@@ -211,12 +227,10 @@ int sq_config_parse(struct sq_config *c, int argc, char *const argv[], char *err
 			if (strlen(keys[k].name) == n && strncmp(keys[k].name, arg, n) == 0)
 				break;
 		if (k == NKEYS) {
-			sq_errf(err, errlen, WHAT ": unknown argument '%s' (known: runtime_path, enroot, "
-				"sqshbuild, image_cache, container_scope, execute_entrypoint, efa, "
-				"efa_sysfs_root, efa_dev_root, efa_opt_root, sbatch_support, log, "
-				"use_squashfuse, use_enroot_load, importer, container_name_strict, "
-				"container_reuse, local_cache, local_cache_gb, local_cache_max_nodes, "
-				"prestart_srun_jobs, metrics_dir)", show);
+			char known[640];
+
+			sq_errf(err, errlen, WHAT ": unknown argument '%s' (known: %s)", show,
+				known_keys(known, sizeof(known)));
 			goto fail;
 		}
 		if (given[k]) {

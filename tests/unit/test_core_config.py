@@ -136,6 +136,9 @@ def test_unknown_key_names_itself_and_lists_pyxis_keys():
     assert "unknown argument 'remap_root=1'" in msg, msg
     for key in ("use_squashfuse", "use_enroot_load", "importer", "container_scope"):
         assert key in msg, msg
+    # ... and every key the plugin takes, the newest too (the list is the table's own).
+    known = msg.split("(known: ", 1)[1].rstrip(")").split(", ")
+    assert known == list(DEFAULTS), msg
 
 
 def test_metrics_dir_none_turns_the_metrics_off():
