@@ -34,8 +34,9 @@
  *                                                   for the image its first node sends
  *                                                   before it reads the image itself
  *   prestart_srun_jobs  0                           boolean: a job srun allocates with
- *                                                   --container-image gets its container
- *                                                   started by the job prolog (prestart.h)
+ *                                                   --container-image=FILE gets its
+ *                                                   container started by the job prolog
+ *                                                   (prestart.h)
  *   metrics_dir         /var/lib/prometheus/node-exporter
  *                                                   absolute; node_exporter's textfile
  *                                                   directory, where squall.prom goes

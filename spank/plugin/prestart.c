@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "imageref.h"
 #include "nodecache.h"
 #include "options.h"
 #include "prestart.h"
@@ -67,19 +68,37 @@ static void job_nodes(char *out, size_t outlen)
 		out[0] = '\0';
 }
 
+/* 1 when the image is a squashfs file (no import, no pin, nothing to say on srun's
+ * terminal). */
+static int file_image(const char *image)
+{
+	struct sq_image_ref ref;
+	char err[256];
+	int file = sq_imgref_parse(image, &ref, err, sizeof(err)) == 0 &&
+		   ref.kind == SQ_IMAGE_FILE;
+
+	sq_imgref_free(&ref);
+	return file;
+}
+
 /* A job srun allocated for a step that keeps its container for the job (client.c): that
- * image is the one to start, when the site said so (plugstack prestart_srun_jobs=1), unless
- * the step sends the image to its nodes itself (2 to local_cache_max_nodes nodes with the
- * node-local cache on: the image read once from /fsx for them all, kept.c; the prolog has
- * no step to send with). The step's other conditions (container_reuse, the entrypoint)
- * are sq_step_prestart's, quiet. */
+ * image is the one to start, when the site said so (plugstack prestart_srun_jobs=1),
+ * unless
+ * - it is not a squashfs file: a registry image's import, its pin and their lines (Pyxis's
+ *   import lines, the importer's errors, the builder's refusals) are the step's to say on
+ *   srun's terminal, not the prolog's in slurmd's log;
+ * - the step sends the image to its nodes itself (2 to local_cache_max_nodes nodes with the
+ *   node-local cache on: the image read once from /fsx for them all, kept.c; the prolog has
+ *   no step to send with).
+ * The step's other conditions (container_reuse, the entrypoint) are sq_step_prestart's,
+ * quiet. */
 static int srun_job(const struct sq_config *cfg, struct sq_opts *o)
 {
 	const char *said = getenv("SPANK_" SQ_SRUN_JOB_VAR);
 	char nodes[24];
 
 	if (!cfg->prestart_srun_jobs || said == NULL || strcmp(said, "1") != 0 ||
-	    !sq_opts_kept_for_job(o))
+	    !sq_opts_kept_for_job(o) || !file_image(o->image))
 		return 0;
 	job_nodes(nodes, sizeof(nodes));
 	if (nodes[0] && strcmp(nodes, "1") != 0 && cfg->local_cache_gb > 0 &&

@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 import shlex
 import time
+import uuid
 from contextlib import AbstractContextManager
 
 from .cluster import Cluster
 from .images import IMAGE_DIR, MKIMAGE, build_image
 from .leftovers import wait_clean
 from .pyxis_helpers import current_args, plugstack_args
+from .registry_image import REGISTRY
 from .verbose_log import served
 
 NODES = "node1,node2"
@@ -241,3 +243,23 @@ def test_the_srun_prestart_is_off_by_default(cluster: Cluster, image: str) -> No
     _, err = srun_job(cluster, f"--container-image={image} --container-log=verbose", "true")
     ways = served(err)
     assert len(ways) == 1 and ways[0].startswith("started from the"), ways
+
+
+def test_a_registry_image_s_srun_job_is_started_by_its_step(cluster: Cluster,
+                                                            tools: str) -> None:
+    # A tag's import, its pin and their lines (Pyxis's import lines, the importer's or the
+    # builder's errors) are the step's to say on srun's terminal: the prolog leaves it.
+    repo = f"prestart/tag-{uuid.uuid4().hex[:6]}"
+    cluster.run(f"MARK=tagged python3 {tools}/push.py {repo} v1 0", node="login",
+                timeout=300)
+    ref = f"{REGISTRY}/{repo}:v1"
+    with srun_prestart(cluster):   # the pushed image has no shell: no srun_job
+        res = cluster.run(f"srun -N1 -w node1 --container-image={ref} "
+                          "--container-log=verbose cat /etc/mark", timeout=300)
+    assert res.out.split() == ["tagged"], res
+    ways = served(res.err)
+    assert len(ways) == 1 and "job prolog" not in ways[0], ways
+    log = cluster.run(f"grep -F {shlex.quote(ref)} /var/log/slurm/slurmd.log | "
+                      "grep -F \"srun's job\" || true", node="node1", user="root").out
+    assert log.strip() == "", log
+    assert wait_clean(cluster, node="node1") == ""
