@@ -23,6 +23,7 @@ import pytest
 from .cluster import Cluster
 from .images import IMAGE_DIR, IMAGE_ENV, build_image
 from .leftovers import leftovers, wait_clean
+from .pyxis_helpers import current_args, plugstack_args
 
 NODE = "node2"
 RUNTIME_DIR = "/run/squall/1000"
@@ -164,3 +165,28 @@ def test_a_dead_extraction_is_removed_by_the_next_one(cluster: Cluster) -> None:
                     node=node, user="root", check=False)
         cluster.run(f"rm -f {image}", user="root", check=False)
     assert wait_clean(cluster, node=node) == "", leftovers(cluster, node=node)
+
+
+def test_fifos_planted_at_the_job_s_markers_never_hang_a_step_or_the_prolog(
+        cluster: Cluster, image: str) -> None:
+    """The user's runtime directory is the user's own: a FIFO where a step marks the job's
+    named containers (``jobJOB.names``, container_scope=job) or the prolog's start writes
+    its marker (``jobJOB.prestart``) must not block either; opened without blocking, it
+    is passed over and nothing is left running on the node."""
+    # Make the runtime directory, and learn the job ids to come (one user submits here).
+    cluster.run(f"srun -N1 -w {NODE} --container-image={image} true", timeout=120)
+    last = int(cluster.run("sbatch --parsable -N1 --wrap true").out.strip().split(";")[0])
+    fifos = " ".join(f"{RUNTIME_DIR}/job{j}.{what}" for j in range(last + 1, last + 6)
+                     for what in ("names", "prestart"))
+    cluster.run(f"mkfifo {fifos}", node=NODE)
+    step = (f"srun -N1 -w {NODE} --container-image={image} --container-name=fifo "
+            "true && echo named-ok")
+    args = f"{current_args(cluster, NODE)} container_scope=job"
+    try:
+        with plugstack_args(cluster, args, nodes=(NODE,)):
+            res = cluster.run(f"salloc -N1 -w {NODE} --container-prestart={image} "
+                              f"bash -c {shlex.quote(step)}", timeout=120, check=False)
+        assert "named-ok" in res.out, res
+        assert wait_clean(cluster, node=NODE) == "", leftovers(cluster, node=NODE)
+    finally:
+        cluster.run(f"rm -f {fifos}", node=NODE, check=False)
