@@ -516,11 +516,14 @@ static int join_prestarted(struct sq_step *s, const struct sq_start_request *req
 		if (sq_prestart_env_differs(rt, req->envp, name, sizeof(name))) {
 			const char *theirs = sq_env_value(rt, name);
 			const char *mine = sq_env_value(req->envp, name);
+			char t[SQ_SHOW_MAX], m[SQ_SHOW_MAX];
 
+			/* The values are the user's: shown escaped and cut, one log line. */
 			slurm_info("squall: job %u: the job prolog's container was started with "
 				   "%s%s%s, this step asks for %s%s%s: the step starts its own",
 				   (unsigned)s->jobid, name, theirs ? "=" : " unset",
-				   theirs ? theirs : "", name, mine ? "=" : " unset", mine ? mine : "");
+				   theirs ? sq_show(theirs, t, sizeof(t)) : "", name,
+				   mine ? "=" : " unset", mine ? sq_show(mine, m, sizeof(m)) : "");
 		} else
 			r = serve_kept(s, &pre, SQ_KEPT_JOIN, -1);
 	}
